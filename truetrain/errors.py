@@ -65,6 +65,18 @@ class ContentTooLarge(StorageError):
     """Content is larger than the caller's size limit."""
 
 
+class InvalidCid(StorageError, ValueError):
+    """A string given as a CID (or IPFS path) is not one; the node refused to parse it."""
+
+
+class NodeStartError(StorageError):
+    """A local IPFS dev node could not be started (it exited or never became ready)."""
+
+
+class NodePortInUse(NodeStartError):
+    """The port asked for a local IPFS dev node is already taken by another process."""
+
+
 # --- training -------------------------------------------------------------------------
 
 
@@ -89,3 +101,17 @@ class ChainError(TruetrainError):
 
 class DeploymentError(ChainError):
     """A deployment file is missing or does not match the chain."""
+
+
+class DevnetError(ChainError):
+    """A local devnet could not be started (port taken, binary missing, no answer)."""
+
+
+class ContractRevert(ChainError):
+    """A call or transaction reverted; ``error`` is the custom error's name when known."""
+
+    def __init__(self, error: str, args: tuple = (), message: str | None = None):
+        self.error = error
+        self.error_args = tuple(args)
+        shown = ", ".join(str(a) for a in self.error_args)
+        super().__init__(message or f"{error}({shown})")

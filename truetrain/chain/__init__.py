@@ -1,0 +1,1 @@
+"""Chain access: devnet processes, compiled artifacts, transactions, deployments."""

@@ -1,0 +1,127 @@
+"""Start and stop a local Anvil devnet by process id, and wait until it answers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from truetrain.errors import DevnetError
+from truetrain.paths import project_binary
+
+#: Anvil's well-known development mnemonic: its keys are public and only ever for devnets.
+DEV_MNEMONIC = "test test test test test test test test test test test junk"
+DEV_CHAIN_ID = 31337
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) != 0
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rpc_chain_id(url: str, timeout: float = 1.0) -> int | None:
+    """The chain id the node at ``url`` reports, or None when it does not answer."""
+    try:
+        reply = requests.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=timeout
+        )
+        return int(reply.json()["result"], 16)
+    except (requests.RequestException, ValueError, KeyError):
+        return None
+
+
+@dataclass
+class Devnet:
+    """A running Anvil process on loopback."""
+
+    port: int
+    pid: int
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the process by its pid and wait for it to exit."""
+        stop_pid(self.pid, timeout)
+
+
+def start_anvil(
+    port: int,
+    *,
+    accounts: int = 20,
+    balance_eth: int = 10_000,
+    block_time: float | None = None,
+    log_path: Path | None = None,
+    ready_timeout: float = 20.0,
+) -> Devnet:
+    """Start Anvil on ``127.0.0.1:port`` and return once it answers JSON-RPC.
+
+    Raises :class:`DevnetError` when the port is taken or Anvil exits or stays silent.
+    """
+    if not port_is_free(port):
+        raise DevnetError(f"port {port} is already in use: stop what listens there or pick another port")
+    args = [
+        project_binary("anvil"), "--host", "127.0.0.1", "--port", str(port),
+        "--accounts", str(accounts), "--balance", str(balance_eth),
+        "--mnemonic", DEV_MNEMONIC, "--chain-id", str(DEV_CHAIN_ID),
+    ]
+    if block_time:
+        args += ["--block-time", str(block_time)]
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        if log_path:
+            log.close()
+    devnet = Devnet(port=port, pid=proc.pid, log_path=log_path)
+    deadline = time.monotonic() + ready_timeout
+    url = devnet.url
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DevnetError(f"anvil exited with code {proc.returncode} before it was ready")
+        if rpc_chain_id(url, timeout=0.5) == DEV_CHAIN_ID:
+            return devnet
+        time.sleep(0.1)
+    stop_pid(proc.pid)
+    raise DevnetError(f"anvil did not answer on {url} within {ready_timeout:.0f} s")
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> None:
+    """Send SIGTERM to ``pid``, wait up to ``timeout``, then SIGKILL. Quiet if already gone."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            finished, _ = os.waitpid(pid, os.WNOHANG)
+            if finished == pid:
+                return
+        except ChildProcessError:  # not our child: poll for existence instead
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

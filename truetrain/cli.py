@@ -1,0 +1,78 @@
+"""The ``truetrain`` command: one click group that mounts the roles' commands.
+
+Errors the project raises on purpose (:class:`TruetrainError`) become one line on stderr
+and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from truetrain import __version__
+from truetrain.errors import TruetrainError
+
+
+class TruetrainGroup(click.Group):
+    """A click group that prints project errors as one line and exits with their code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except TruetrainError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=TruetrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="truetrain")
+def main() -> None:
+    """truetrain: an open market for ML training compute whose rules live in smart contracts."""
+
+
+@main.group()
+def devnet() -> None:
+    """Start, stop and inspect the local Anvil devnet."""
+
+
+def _emit(payload: dict, as_json: bool, human: str) -> None:
+    click.echo(json.dumps(payload) if as_json else human)
+
+
+@devnet.command("up")
+@click.option("--port", type=click.IntRange(1, 65535), default=8545, show_default=True, help="RPC port on 127.0.0.1.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def devnet_up(port: int, as_json: bool) -> None:
+    """Start Anvil in the background (pid and log in .devnet/)."""
+    from truetrain.chain.devnet_state import devnet_up as up
+
+    state = up(port)
+    _emit(state, as_json, f"devnet up: {state['url']} (pid {state['pid']}, chain id {state['chain_id']})")
+
+
+@devnet.command("down")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def devnet_down(as_json: bool) -> None:
+    """Stop the Anvil started by `devnet up`."""
+    from truetrain.chain.devnet_state import devnet_down as down
+
+    state = down()
+    _emit(state, as_json, f"devnet down (pid {state['pid']} stopped)")
+
+
+@devnet.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def devnet_status(as_json: bool) -> None:
+    """Say whether the devnet is running and at which block."""
+    from truetrain.chain.devnet_state import devnet_status as status
+
+    state = status()
+    human = (
+        f"devnet running: {state['url']} (pid {state['pid']}, block {state['block']})"
+        if state["running"] else "devnet not running"
+    )
+    _emit(state, as_json, human)
+    if not state["running"]:
+        sys.exit(3)
