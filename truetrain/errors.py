@@ -92,6 +92,10 @@ class ReproducibilityError(TrainingError):
     """An operation was asked for that repro mode cannot do bit-exactly."""
 
 
+class DatasetError(TrainingError, ValueError):
+    """A dataset, shard or test set cannot be read or does not fit the job."""
+
+
 # --- chain ----------------------------------------------------------------------------
 
 
