@@ -1,0 +1,42 @@
+"""Shared fixtures for the training tests: digits shards and a manifest builder."""
+
+from __future__ import annotations
+
+import pytest
+
+from truetrain.hashing import keccak256, to_hex32
+from truetrain.training import build_manifest, decode_shard, prepare_dataset
+
+SEED = 11
+
+
+def data_ref(data: bytes) -> dict:
+    """A manifest entry for bytes (the CID is a stand-in: no storage here)."""
+    return {"cid": "bafk" + keccak256(data).hex()[:24], "hash": to_hex32(keccak256(data)),
+            "samples": len(decode_shard(data))}
+
+
+@pytest.fixture(scope="session")
+def digits1():
+    """(shards, test bytes): digits, one shard."""
+    return prepare_dataset("digits", num_shards=1, seed=SEED)
+
+
+@pytest.fixture(scope="session")
+def digits3():
+    """(shards, test bytes): digits, three shards."""
+    return prepare_dataset("digits", num_shards=3, seed=SEED)
+
+
+@pytest.fixture(scope="session")
+def make_manifest():
+    def make(shards, test, **over):
+        fields = dict(name="digits-test", seed=SEED, numeric_mode="repro",
+                      model={"kind": "mlp", "widths": [64, 128, 10]},
+                      optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
+                      batch_size=64, steps_per_task=40, checkpoint_interval=10, rounds=1,
+                      shards=[data_ref(s) for s in shards],
+                      test_set={k: v for k, v in data_ref(test).items()})
+        fields.update(over)
+        return build_manifest(**fields)
+    return make

@@ -1,0 +1,197 @@
+"""The job manifest: validation (by hand, naming the bad field), building, canonical bytes.
+
+The schema is documented in docs/manifest.md. Unknown fields are refused, so two
+manifests that mean the same thing have the same canonical bytes and hash.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from ..errors import ManifestError
+from ..hashing import keccak256
+from .models import ModelSpec, parse_model_spec
+from .optim import OptimizerSpec
+
+MANIFEST_VERSION = 1
+_HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
+_TOP = {"version", "name", "seed", "numeric_mode", "model", "optimizer", "batch_size",
+        "steps_per_task", "checkpoint_interval", "rounds", "shards", "test_set",
+        "initial_checkpoint"}
+_OPTIONAL_TOP = {"initial_checkpoint"}
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """Content stored on IPFS: its CID, keccak256 of its bytes, and (for data) samples."""
+
+    cid: str
+    hash: bytes
+    samples: int | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated job manifest. ``raw`` is the validated JSON object."""
+
+    raw: dict
+    name: str
+    seed: int
+    numeric_mode: str
+    model: ModelSpec
+    optimizer: OptimizerSpec
+    batch_size: int
+    steps_per_task: int
+    checkpoint_interval: int
+    rounds: int
+    shards: tuple[DataRef, ...]
+    test_set: DataRef
+    initial_checkpoint: DataRef | None
+
+    @property
+    def repro(self) -> bool:
+        return self.numeric_mode == "repro"
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON: sorted keys, no spaces, UTF-8."""
+        return canonical_json(self.raw)
+
+    def hash(self) -> bytes:
+        return keccak256(self.to_bytes())
+
+
+def canonical_json(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode()
+
+
+def _int(raw, field: str, lo: int, hi: int | None = None) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < lo or (hi is not None
+                                                                         and raw > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ManifestError(f"{field}: expected an integer {bound}, got {raw!r}")
+    return raw
+
+
+def _num(raw, field: str, lo: float, hi: float | None = None, *, lo_open=False,
+         hi_open=True) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        raise ManifestError(f"{field}: expected a finite number, got {raw!r}")
+    if raw < lo or (lo_open and raw == lo) or (hi is not None and (raw > hi or (
+            hi_open and raw == hi))):
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise ManifestError(f"{field}: expected a number in {lb}{lo}, {hi or 'inf'}{rb}, "
+                            f"got {raw!r}")
+    return float(raw)
+
+
+def _obj(raw, field: str, allowed: set[str], required: set[str]) -> dict:
+    if not isinstance(raw, dict):
+        raise ManifestError(f"{field}: expected an object")
+    for key in sorted(raw):
+        if key not in allowed:
+            raise ManifestError(f"{field}.{key}: unknown field" if field else
+                                f"{key}: unknown field")
+    for key in sorted(required):
+        if key not in raw:
+            raise ManifestError(f"{field}.{key}: missing" if field else f"{key}: missing")
+    return raw
+
+
+def _ref(raw, field: str, with_samples: bool) -> DataRef:
+    keys = {"cid", "hash", "samples"}
+    _obj(raw, field, keys, {"cid", "hash", "samples"} if with_samples else {"cid", "hash"})
+    cid = raw["cid"]
+    if not isinstance(cid, str) or not cid or len(cid) > 200 or not cid.isascii():
+        raise ManifestError(f"{field}.cid: expected a non-empty ASCII CID string")
+    digest = raw["hash"]
+    if not isinstance(digest, str) or not _HEX32.match(digest):
+        raise ManifestError(f"{field}.hash: expected 0x and 64 lowercase hex digits")
+    samples = _int(raw["samples"], f"{field}.samples", 1) if "samples" in raw else None
+    return DataRef(cid, bytes.fromhex(digest[2:]), samples)
+
+
+def _optimizer(raw) -> OptimizerSpec:
+    if not isinstance(raw, dict):
+        raise ManifestError("optimizer: expected an object")
+    kind = raw.get("kind")
+    if kind == "sgd":
+        _obj(raw, "optimizer", {"kind", "lr", "momentum", "weight_decay"}, {"lr"})
+        return OptimizerSpec(
+            "sgd", _num(raw["lr"], "optimizer.lr", 0, lo_open=True),
+            momentum=_num(raw.get("momentum", 0.0), "optimizer.momentum", 0, 1),
+            weight_decay=_num(raw.get("weight_decay", 0.0), "optimizer.weight_decay", 0))
+    if kind == "adam":
+        _obj(raw, "optimizer", {"kind", "lr", "betas", "eps", "weight_decay"}, {"lr"})
+        betas = raw.get("betas", [0.9, 0.999])
+        if not isinstance(betas, list) or len(betas) != 2:
+            raise ManifestError("optimizer.betas: expected a list of two numbers")
+        b = tuple(_num(v, f"optimizer.betas[{i}]", 0, 1) for i, v in enumerate(betas))
+        return OptimizerSpec(
+            "adam", _num(raw["lr"], "optimizer.lr", 0, lo_open=True), betas=b,
+            eps=_num(raw.get("eps", 1e-8), "optimizer.eps", 0, lo_open=True),
+            weight_decay=_num(raw.get("weight_decay", 0.0), "optimizer.weight_decay", 0))
+    raise ManifestError(f"optimizer.kind: expected 'sgd' or 'adam', got {kind!r}")
+
+
+def validate_manifest(raw) -> Manifest:
+    """Check a manifest object field by field; the first problem raises ManifestError."""
+    _obj(raw, "", _TOP, _TOP - _OPTIONAL_TOP)
+    _int(raw["version"], "version", MANIFEST_VERSION, MANIFEST_VERSION)
+    name = raw["name"]
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise ManifestError("name: expected a non-empty string of at most 200 characters")
+    seed = _int(raw["seed"], "seed", 0, 2**64 - 1)
+    mode = raw["numeric_mode"]
+    if mode not in ("repro", "stock"):
+        raise ManifestError(f"numeric_mode: expected 'repro' or 'stock', got {mode!r}")
+    model = parse_model_spec(raw["model"])
+    optimizer = _optimizer(raw["optimizer"])
+    batch = _int(raw["batch_size"], "batch_size", 1)
+    steps = _int(raw["steps_per_task"], "steps_per_task", 1)
+    interval = _int(raw["checkpoint_interval"], "checkpoint_interval", 1)
+    if steps % interval:
+        raise ManifestError(f"checkpoint_interval: {interval} does not divide "
+                            f"steps_per_task {steps}")
+    rounds = _int(raw["rounds"], "rounds", 1)
+    shards = raw["shards"]
+    if not isinstance(shards, list) or not shards:
+        raise ManifestError("shards: expected a non-empty list")
+    refs = tuple(_ref(s, f"shards[{i}]", True) for i, s in enumerate(shards))
+    test = _ref(raw["test_set"], "test_set", False)
+    init = raw.get("initial_checkpoint")
+    init_ref = None if init is None else _ref(init, "initial_checkpoint", False)
+    return Manifest(raw, name, seed, mode, model, optimizer, batch, steps, interval, rounds,
+                    refs, test, init_ref)
+
+
+def load_manifest(source) -> Manifest:
+    """A :class:`Manifest` from a dict, JSON text or JSON bytes."""
+    if isinstance(source, Manifest):
+        return source
+    if isinstance(source, (bytes, bytearray, str)):
+        try:
+            source = json.loads(source)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ManifestError(f"manifest is not valid JSON: {exc}") from exc
+    return validate_manifest(source)
+
+
+def build_manifest(*, name: str, seed: int, model: dict, optimizer: dict, batch_size: int,
+                   steps_per_task: int, checkpoint_interval: int, rounds: int,
+                   shards: list[dict], test_set: dict, numeric_mode: str = "repro",
+                   initial_checkpoint: dict | None = None) -> Manifest:
+    """Assemble and validate a manifest (``shards``/``test_set`` as from
+    :func:`~truetrain.training.datasets.publish_dataset`)."""
+    raw = {"version": MANIFEST_VERSION, "name": name, "seed": seed,
+           "numeric_mode": numeric_mode, "model": model, "optimizer": optimizer,
+           "batch_size": batch_size, "steps_per_task": steps_per_task,
+           "checkpoint_interval": checkpoint_interval, "rounds": rounds,
+           "shards": shards, "test_set": test_set}
+    if initial_checkpoint is not None:
+        raw["initial_checkpoint"] = initial_checkpoint
+    return validate_manifest(json.loads(canonical_json(raw)))

@@ -1,0 +1,167 @@
+"""Model registry: specs from the job manifest, deterministic init, stock PyTorch modules.
+
+Two kinds (see docs/manifest.md):
+
+* ``{"kind": "mlp", "widths": [64, 128, 10]}``: Linear layers with ReLU between them.
+* ``{"kind": "cnn", "in_shape": [1, 8, 8], "channels": [8, 16], "kernel": 3,
+  "hidden": [], "classes": 10}``: per entry of ``channels`` a Conv2d (kernel x kernel,
+  stride 1, padding kernel//2, so "same" size), ReLU and 2x2 max-pool; then the feature
+  map is flattened in (C, H, W) order and fed to Linear layers
+  ``[flat, *hidden, classes]`` with ReLU between them.
+
+Parameter names follow the stock module's ``state_dict``: ``conv.{i}.weight`` (O, C, k, k),
+``conv.{i}.bias``, ``fc.{j}.weight`` (out, in), ``fc.{j}.bias``. Initial values are
+PyTorch's default ranges (uniform in +-1/sqrt(fan_in) for weights and biases) drawn from a
+keccak-keyed PCG64 stream, so they are the same on every device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import ManifestError
+from .rng import derive_key, uniform
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A validated model description."""
+
+    kind: str
+    in_shape: tuple[int, ...]  # (features,) for an MLP, (C, H, W) for a CNN
+    channels: tuple[int, ...]  # conv output channels (empty for an MLP)
+    kernel: int  # conv kernel size (0 for an MLP)
+    fc_widths: tuple[int, ...]  # dense widths from the flattened input to the classes
+
+    @property
+    def features(self) -> int:
+        """Length of one input row as stored in a shard."""
+        return math.prod(self.in_shape)
+
+    @property
+    def classes(self) -> int:
+        return self.fc_widths[-1]
+
+    def conv_shapes(self) -> list[tuple[int, int, int]]:
+        """(in_channels, height, width) at the input of each conv layer."""
+        if self.kind != "cnn":
+            return []
+        c, h, w = self.in_shape
+        shapes = []
+        for out in self.channels:
+            shapes.append((c, h, w))
+            c, h, w = out, h // 2, w // 2
+        return shapes
+
+
+def _int_list(raw, field: str, *, minimum: int = 1, min_len: int = 1) -> tuple[int, ...]:
+    if not isinstance(raw, list) or len(raw) < min_len:
+        raise ManifestError(f"{field}: expected a list of at least {min_len} integers")
+    for i, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise ManifestError(f"{field}[{i}]: expected an integer >= {minimum}, got {v!r}")
+    return tuple(raw)
+
+
+def parse_model_spec(raw, field: str = "model") -> ModelSpec:
+    """Validate a model spec dict; errors name the offending field (``model.widths``...)."""
+    if not isinstance(raw, dict):
+        raise ManifestError(f"{field}: expected an object")
+    kind = raw.get("kind")
+    if kind == "mlp":
+        _no_extra(raw, {"kind", "widths"}, field)
+        widths = _int_list(raw.get("widths"), f"{field}.widths", min_len=2)
+        return ModelSpec("mlp", (widths[0],), (), 0, widths)
+    if kind == "cnn":
+        _no_extra(raw, {"kind", "in_shape", "channels", "kernel", "hidden", "classes"}, field)
+        in_shape = _int_list(raw.get("in_shape"), f"{field}.in_shape")
+        if len(in_shape) != 3:
+            raise ManifestError(f"{field}.in_shape: expected [channels, height, width]")
+        channels = _int_list(raw.get("channels"), f"{field}.channels")
+        kernel = raw.get("kernel")
+        if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 1 or kernel % 2 == 0:
+            raise ManifestError(f"{field}.kernel: expected an odd integer >= 1, got {kernel!r}")
+        hidden = _int_list(raw.get("hidden", []), f"{field}.hidden", min_len=0)
+        classes = raw.get("classes")
+        if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
+            raise ManifestError(f"{field}.classes: expected an integer >= 2, got {classes!r}")
+        factor = 2 ** len(channels)
+        if in_shape[1] % factor or in_shape[2] % factor:
+            raise ManifestError(
+                f"{field}.in_shape: height and width must be divisible by {factor} "
+                f"(one 2x2 pool per conv layer)")
+        flat = channels[-1] * (in_shape[1] // factor) * (in_shape[2] // factor)
+        return ModelSpec("cnn", in_shape, channels, kernel, (flat, *hidden, classes))
+    raise ManifestError(f"{field}.kind: expected 'mlp' or 'cnn', got {kind!r}")
+
+
+def _no_extra(raw: dict, allowed: set[str], field: str) -> None:
+    extra = sorted(set(raw) - allowed)
+    if extra:
+        raise ManifestError(f"{field}.{extra[0]}: unknown field")
+
+
+def param_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+    """Every parameter's name and shape, in layer order."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for i, (c, _, _) in enumerate(spec.conv_shapes()):
+        o, k = spec.channels[i], spec.kernel
+        shapes[f"conv.{i}.weight"] = (o, c, k, k)
+        shapes[f"conv.{i}.bias"] = (o,)
+    w = spec.fc_widths
+    for j in range(len(w) - 1):
+        shapes[f"fc.{j}.weight"] = (w[j + 1], w[j])
+        shapes[f"fc.{j}.bias"] = (w[j + 1],)
+    return shapes
+
+
+def init_params(spec: ModelSpec, seed: int) -> dict[str, torch.Tensor]:
+    """Initial float32 parameters (CPU), a pure function of (spec, seed)."""
+    params = {}
+    shapes = param_shapes(spec)
+    for name, shape in shapes.items():
+        layer = name.rsplit(".", 1)[0]
+        wshape = shapes[layer + ".weight"]
+        fan_in = math.prod(wshape[1:])
+        bound = 1.0 / math.sqrt(fan_in)
+        u = uniform(derive_key(seed, "init/" + name), math.prod(shape))
+        values = ((2.0 * u - 1.0) * bound).astype(np.float32).reshape(shape)
+        params[name] = torch.from_numpy(values)
+    return params
+
+
+class StockNet(nn.Module):
+    """The spec as plain PyTorch modules (``stock`` numeric mode)."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.spec = spec
+        self.conv = nn.ModuleList(
+            nn.Conv2d(c, o, spec.kernel, padding=spec.kernel // 2)
+            for (c, _, _), o in zip(spec.conv_shapes(), spec.channels))
+        w = spec.fc_widths
+        self.fc = nn.ModuleList(nn.Linear(w[j], w[j + 1]) for j in range(len(w) - 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.spec.kind == "cnn":
+            x = x.view(x.shape[0], *self.spec.in_shape)
+            for conv in self.conv:
+                x = nn.functional.max_pool2d(torch.relu(conv(x)), 2)
+            x = x.flatten(1)
+        for j, fc in enumerate(self.fc):
+            x = fc(x)
+            if j < len(self.fc) - 1:
+                x = torch.relu(x)
+        return x
+
+
+def build_stock_model(spec: ModelSpec, params: dict[str, torch.Tensor]) -> StockNet:
+    """A :class:`StockNet` holding copies of ``params``."""
+    net = StockNet(spec)
+    net.load_state_dict({k: v.clone() for k, v in params.items()})
+    return net

@@ -1,0 +1,127 @@
+"""Optimizers: reproducible SGD (momentum, weight decay) and Adam, and stock state mapping.
+
+Repro updates are float32 elementwise + - * / sqrt, each its own kernel (no ``alpha=``,
+``addcdiv`` or ``lerp``, which may fuse a multiply-add), with every hyperparameter first
+rounded to float32, so they round the same on any device. Adam's bias corrections use
+running products ``beta1_power``/``beta2_power`` kept in the state (no ``pow``).
+
+State tensor names (all float32, in the checkpoint under ``optim.``):
+
+* sgd with momentum > 0: ``momentum.<param>``;
+* adam: ``exp_avg.<param>``, ``exp_avg_sq.<param>``, ``beta1_power``, ``beta2_power``
+  (0-dim, start at 1); stock Adam keeps ``step`` (int64, 0-dim) instead of the powers.
+
+Each task starts from a fresh state (see docs/checkpoint-format.md, "Aggregation").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """Validated optimizer settings from the manifest."""
+
+    kind: str  # "sgd" | "adam"
+    lr: float
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+
+
+def _f32(v: float) -> float:
+    """The float32 value nearest ``v``, as a Python float (exact in float64)."""
+    return float(np.float32(v))
+
+
+def init_state(spec: OptimizerSpec, params: dict[str, torch.Tensor], stock: bool = False):
+    """Fresh optimizer state for ``params`` (same device)."""
+    state: dict[str, torch.Tensor] = {}
+    if spec.kind == "sgd":
+        if spec.momentum > 0:
+            for name, p in params.items():
+                state["momentum." + name] = torch.zeros_like(p)
+        return state
+    for name, p in params.items():
+        state["exp_avg." + name] = torch.zeros_like(p)
+        state["exp_avg_sq." + name] = torch.zeros_like(p)
+    device = next(iter(params.values())).device
+    if stock:
+        state["step"] = torch.zeros((), dtype=torch.int64)
+    else:
+        state["beta1_power"] = torch.ones((), dtype=torch.float32, device=device)
+        state["beta2_power"] = torch.ones((), dtype=torch.float32, device=device)
+    return state
+
+
+def repro_update(spec: OptimizerSpec, params, grads, state) -> None:
+    """One reproducible update of ``params`` and ``state`` in place."""
+    lr, wd = _f32(spec.lr), _f32(spec.weight_decay)
+    if spec.kind == "sgd":
+        mu = _f32(spec.momentum)
+        for name, p in params.items():
+            g = grads[name]
+            if wd:
+                g = g + p * wd
+            if mu:
+                buf = state["momentum." + name]
+                buf.mul_(mu).add_(g)
+                g = buf
+            p.sub_(g * lr)
+        return
+    b1, b2, eps = _f32(spec.betas[0]), _f32(spec.betas[1]), _f32(spec.eps)
+    omb1, omb2 = _f32(np.float32(1) - np.float32(b1)), _f32(np.float32(1) - np.float32(b2))
+    b1p = state["beta1_power"].mul_(b1)
+    b2p = state["beta2_power"].mul_(b2)
+    step_size = lr / (1.0 - b1p)  # float32 0-dim tensors: float32 arithmetic
+    bc2_sqrt = torch.sqrt(1.0 - b2p)
+    for name, p in params.items():
+        g = grads[name]
+        if wd:
+            g = g + p * wd
+        m = state["exp_avg." + name]
+        v = state["exp_avg_sq." + name]
+        m.mul_(b1).add_(g * omb1)
+        v.mul_(b2).add_((g * g) * omb2)
+        denom = torch.sqrt(v) / bc2_sqrt + eps
+        p.sub_((m / denom) * step_size)
+
+
+def build_stock_optimizer(spec: OptimizerSpec, module: torch.nn.Module, state):
+    """A ``torch.optim`` optimizer for ``module`` loaded from our named ``state``."""
+    named = dict(module.named_parameters())
+    if spec.kind == "sgd":
+        opt = torch.optim.SGD(named.values(), lr=spec.lr, momentum=spec.momentum,
+                              weight_decay=spec.weight_decay)
+        for name, p in named.items():
+            if "momentum." + name in state:
+                opt.state[p]["momentum_buffer"] = state["momentum." + name].clone()
+        return opt
+    opt = torch.optim.Adam(named.values(), lr=spec.lr, betas=spec.betas, eps=spec.eps,
+                           weight_decay=spec.weight_decay)
+    step = int(state["step"]) if "step" in state else 0
+    if step:
+        for name, p in named.items():
+            opt.state[p] = {"step": torch.tensor(float(step)),
+                            "exp_avg": state["exp_avg." + name].clone(),
+                            "exp_avg_sq": state["exp_avg_sq." + name].clone()}
+    return opt
+
+
+def export_stock_state(spec: OptimizerSpec, module: torch.nn.Module, opt, params_like):
+    """Our named state from a ``torch.optim`` optimizer (zeros where it has none yet)."""
+    state = init_state(spec, params_like, stock=True)
+    for name, p in module.named_parameters():
+        st = opt.state.get(p, {})
+        if spec.kind == "sgd" and "momentum_buffer" in st and st["momentum_buffer"] is not None:
+            state["momentum." + name] = st["momentum_buffer"].detach().clone()
+        if spec.kind == "adam" and st:
+            state["exp_avg." + name] = st["exp_avg"].detach().clone()
+            state["exp_avg_sq." + name] = st["exp_avg_sq"].detach().clone()
+            state["step"] = torch.tensor(int(st["step"]), dtype=torch.int64)
+    return state

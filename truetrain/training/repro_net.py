@@ -1,0 +1,259 @@
+"""Hand-written, bit-reproducible forward and backward passes for the registry's models.
+
+Autograd is not used: every product goes through exact integer float64 matmuls (see
+``repro_ops``) and every other step is elementwise or data movement, so the gradient is a
+pure function of (parameters, batch), whatever the device, thread count or micro-batch
+split.
+
+How each layer's products are made exact (``L(k)`` = ceil(log2 k)):
+
+* weights are quantised once per step as a whole tensor (22 bits) and that copy serves
+  the forward product and the input-gradient product;
+* forward ``h = a @ W.T``: rows of ``a`` (one sample, or one conv patch) are quantised to
+  ``53 - 22 - L(in)`` bits (at most 24), so a row's output depends only on that row;
+* input gradient ``dA = G @ W``: rows of ``G`` likewise, with ``L(out)``;
+* weight gradient ``dW = G.T @ a`` sums over the batch rows ``m``. It reuses the forward
+  integers ``qa[m] = a[m] / sa[m]`` and folds the row scale into ``G' = G * sa[m]``
+  (exact), whose columns are quantised with the largest magnitude over the *whole batch*
+  and ``53 - bits(qa) - L(rows)`` bits; the bias gradient sums the columns of ``G``
+  quantised the same way. Integer partial sums add exactly, so micro-batches that share
+  those per-column maxima sum to exactly the full batch's integers. That is why a
+  micro-batched step makes two passes: the first finds the maxima, the second sums.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .models import ModelSpec
+from .repro_ops import (F32, WEIGHT_BITS, first_max_mask, operand_bits, power_scales,
+                        quantize_rows, quantize_tensor, softmax_xent)
+
+_ZERO = 0.0  # where(mask, x, 0.0) gives +0.0 where masked (x * mask could give -0.0)
+
+
+def _im2col(a: torch.Tensor, k: int) -> torch.Tensor:
+    """(B, H, W, C) -> (B*H*W, C*k*k) patches, feature order (c, kh, kw) like Conv2d."""
+    b, h, w, c = a.shape
+    p = k // 2
+    ap = F.pad(a, (0, 0, p, p, p, p))
+    cols = [ap[:, i:i + h, j:j + w, :] for i in range(k) for j in range(k)]
+    return torch.stack(cols, dim=-1).reshape(b * h * w, c * k * k)
+
+
+def _col2im(d: torch.Tensor, shape: tuple[int, int, int, int], k: int) -> torch.Tensor:
+    """Adjoint of :func:`_im2col`: overlapping patch gradients added in a fixed order."""
+    b, h, w, c = shape
+    p = k // 2
+    d = d.view(b, h, w, c, k * k)
+    out = torch.zeros(b, h + 2 * p, w + 2 * p, c, dtype=d.dtype, device=d.device)
+    for i in range(k):
+        for j in range(k):
+            out[:, i:i + h, j:j + w, :] += d[..., i * k + j]
+    return out[:, p:p + h, p:p + w, :]
+
+
+def _pool(a: torch.Tensor):
+    b, h, w, c = a.shape
+    v = a.view(b, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 5, 2, 4).reshape(
+        b, h // 2, w // 2, c, 4)
+    return v.amax(dim=-1), first_max_mask(v, -1)
+
+
+def _unpool(g: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    b, h2, w2, c = g.shape
+    gv = torch.where(mask, g.unsqueeze(-1), _ZERO)
+    return gv.view(b, h2, w2, c, 2, 2).permute(0, 1, 4, 2, 5, 3).reshape(b, 2 * h2, 2 * w2, c)
+
+
+def _relu(h: torch.Tensor):
+    mask = h > 0
+    return torch.where(mask, h, _ZERO), mask
+
+
+class _Layer:
+    """What the backward pass needs from one affine layer's forward pass."""
+
+    __slots__ = ("name", "qa", "sa", "bits_a", "mask", "pool_mask", "shape")
+
+    def __init__(self, name, qa, sa, bits_a):
+        self.name, self.qa, self.sa, self.bits_a = name, qa, sa, bits_a
+        self.mask = self.pool_mask = self.shape = None
+
+
+class ReproNet:
+    """Forward, loss and gradient of one :class:`ModelSpec` in repro arithmetic."""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.layers = [f"conv.{i}" for i in range(len(spec.channels))] + [
+            f"fc.{j}" for j in range(len(spec.fc_widths) - 1)]
+
+    # --- forward -----------------------------------------------------------------------
+
+    def quantize_weights(self, params: dict[str, torch.Tensor]) -> dict:
+        """Per-step integer copies of every weight matrix, shared by all passes."""
+        wq = {}
+        for name in self.layers:
+            w = params[name + ".weight"]
+            wq[name] = quantize_tensor(w.reshape(w.shape[0], -1), WEIGHT_BITS)
+        return wq
+
+    def _affine(self, name, a, params, wq, tape):
+        qw, sw = wq[name]
+        bits = operand_bits(a.shape[1], WEIGHT_BITS)
+        qa, sa = quantize_rows(a, bits)
+        h = (qa @ qw.T).mul_((sa * sw).unsqueeze(1)).to(F32) + params[name + ".bias"]
+        if tape is not None:
+            tape.append(_Layer(name, qa, sa, bits))
+        return h
+
+    def forward(self, params, x, wq=None, tape=None) -> torch.Tensor:
+        """float32 logits (R, classes) of float32 inputs (R, features)."""
+        spec = self.spec
+        wq = wq if wq is not None else self.quantize_weights(params)
+        r = x.shape[0]
+        if spec.kind == "cnn":
+            a = x.reshape(r, *spec.in_shape).permute(0, 2, 3, 1)  # NHWC
+            for i, o in enumerate(spec.channels):
+                shape = tuple(a.shape)
+                h = self._affine(f"conv.{i}", _im2col(a, spec.kernel), params, wq, tape)
+                h, mask = _relu(h)
+                a, pool_mask = _pool(h.view(shape[0], shape[1], shape[2], o))
+                if tape is not None:
+                    tape[-1].mask, tape[-1].pool_mask, tape[-1].shape = mask, pool_mask, shape
+            a = a.permute(0, 3, 1, 2).reshape(r, -1)  # flatten in (C, H, W) order
+        else:
+            a = x
+        n_fc = len(spec.fc_widths) - 1
+        for j in range(n_fc):
+            a = self._affine(f"fc.{j}", a, params, wq, tape)
+            if j < n_fc - 1:
+                a, mask = _relu(a)
+                if tape is not None:
+                    tape[-1].mask = mask
+        return a
+
+    # --- backward ----------------------------------------------------------------------
+
+    def _input_grad(self, g: torch.Tensor, name: str, wq) -> torch.Tensor:
+        """float32 ``g @ W`` with rows of ``g`` quantised alone."""
+        qw, sw = wq[name]
+        qg, sg = quantize_rows(g, operand_bits(g.shape[1], WEIGHT_BITS))
+        s = qg @ qw
+        s.add_(0.0)  # -0.0 -> +0.0, whatever the BLAS does with zero sums
+        return s.mul_((sg * sw).unsqueeze(1)).to(F32)
+
+    def _backward(self, tape, g, wq, visit):
+        """Walk the tape backwards; ``visit(layer, g)`` gets each layer's output gradient."""
+        spec = self.spec
+        n_conv = len(spec.channels)
+        for idx in range(len(tape) - 1, -1, -1):
+            layer = tape[idx]
+            visit(layer, g)
+            if idx == 0:
+                return
+            g = self._input_grad(g, layer.name, wq)
+            below = tape[idx - 1]
+            if idx > n_conv:  # dense below dense: through the ReLU
+                g = torch.where(below.mask, g, _ZERO)
+                continue
+            if idx == n_conv:  # first dense layer: undo the (C, H, W) flatten
+                _, h, w, _ = below.shape
+                g = g.view(-1, spec.channels[-1], h // 2, w // 2).permute(0, 2, 3, 1)
+            else:  # conv input gradient: patches back to pixels
+                g = _col2im(g, layer.shape, spec.kernel)
+            g = _unpool(g, below.pool_mask)
+            g = torch.where(below.mask, g.reshape(below.mask.shape), _ZERO)
+
+    def gradients(self, params, x, y, micro_batch: int | None = None):
+        """Gradient of the mean cross-entropy over the batch ``(x, y)``.
+
+        Returns ``(grads, sumexp, target)`` (the last two give the per-row losses, see
+        ``repro_ops.xent_loss``). With ``micro_batch`` the batch is processed in slices of
+        that many rows, in two passes, and every bit of the result is the same.
+        """
+        rows = x.shape[0]
+        wq = self.quantize_weights(params)
+        size = rows if not micro_batch or micro_batch >= rows else int(micro_batch)
+        slices = [(i, min(i + size, rows)) for i in range(0, rows, size)]
+        sums = _GradSums(self.spec, rows)
+
+        if len(slices) > 1:  # pass 1: the whole batch's per-column maxima
+            for lo, hi in slices:
+                tape = []
+                logits = self.forward(params, x[lo:hi], wq, tape)
+                g = softmax_xent(logits, y[lo:hi], rows)[0]
+                self._backward(tape, g, wq, sums.observe)
+        visit = sums.both if len(slices) == 1 else sums.add
+        sumexps, targets = [], []
+        for lo, hi in slices:  # pass 2: exact integer sums
+            tape = []
+            logits = self.forward(params, x[lo:hi], wq, tape)
+            g, sumexp, target = softmax_xent(logits, y[lo:hi], rows)
+            self._backward(tape, g, wq, visit)
+            sumexps.append(sumexp)
+            targets.append(target)
+        return sums.result(params), torch.cat(sumexps), torch.cat(targets)
+
+
+class _GradSums:
+    """Each layer's weight and bias gradient as exact integer sums over the batch rows."""
+
+    def __init__(self, spec: ModelSpec, batch: int):
+        self.rows = {f"conv.{i}": batch * h * w for i, (_, h, w) in enumerate(spec.conv_shapes())}
+        self.rows.update({f"fc.{j}": batch for j in range(len(spec.fc_widths) - 1)})
+        self.max_gp: dict[str, torch.Tensor] = {}  # per column: max |G * sa|
+        self.max_g: dict[str, torch.Tensor] = {}  # per column: max |G|
+        self.sums: dict[str, list] = {}
+        self.scales: dict[str, tuple] = {}
+
+    @staticmethod
+    def _gp(layer, g):
+        """G' = G * sa (row scale of the forward integers), exact in float64."""
+        return torch.mul(g, layer.sa.unsqueeze(1))
+
+    def observe(self, layer, g, gp=None):
+        """Pass 1: fold this slice into the per-column maxima (max is order-free)."""
+        gp = self._gp(layer, g) if gp is None else gp
+        mgp = gp.abs().amax(dim=0)
+        mg = g.abs().amax(dim=0)
+        name = layer.name
+        if name in self.max_gp:
+            mgp = torch.maximum(self.max_gp[name], mgp)
+            mg = torch.maximum(self.max_g[name], mg)
+        self.max_gp[name], self.max_g[name] = mgp, mg
+
+    def both(self, layer, g):
+        """One-slice batch: maxima and sums in one go."""
+        gp = self._gp(layer, g)
+        self.observe(layer, g, gp)
+        self.add(layer, g, gp)
+
+    def add(self, layer, g, gp=None):
+        """Pass 2: add this slice's integer products to the layer's sums (exact)."""
+        name = layer.name
+        rows = self.rows[name]
+        if name not in self.scales:
+            bits_w = operand_bits(rows, layer.bits_a)
+            self.scales[name] = (power_scales(self.max_gp[name], bits_w),
+                                 power_scales(self.max_g[name], operand_bits(rows, 0)))
+        (up_w, down_w), (up_b, down_b) = self.scales[name]
+        gp = self._gp(layer, g) if gp is None else gp
+        qgp = gp.mul_(up_w).round_()
+        qg = torch.mul(g, up_b).round_()
+        sw, sb = qgp.T @ layer.qa, qg.sum(dim=0)
+        if name in self.sums:
+            self.sums[name][0] += sw
+            self.sums[name][1] += sb
+        else:  # +0.0 makes a possible -0.0 sum +0.0
+            self.sums[name] = [sw.add_(0.0), sb.add_(0.0), down_w, down_b]
+
+    def result(self, params):
+        grads = {}
+        for name, (sw, sb, scale_w, scale_b) in self.sums.items():
+            shape = params[name + ".weight"].shape
+            grads[name + ".weight"] = sw.mul_(scale_w.unsqueeze(1)).to(F32).view(shape)
+            grads[name + ".bias"] = sb.mul_(scale_b).to(F32)
+        return grads

@@ -1,0 +1,123 @@
+"""Task-level API for the worker and verifier daemons: run a task, evaluate a checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import DatasetError, TrainingError
+from ..hashing import keccak256
+from .aggregate import global_checkpoint
+from .checkpoint import Checkpoint
+from .datasets import decode_shard
+from .manifest import Manifest, load_manifest
+from .merkle import merkle_root
+from .models import build_stock_model, init_params
+from .repro_net import ReproNet
+from .repro_ops import first_argmax
+from .rng import derive_key
+from .trainer import as_checkpoint, start_checkpoint, train
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What a worker commits to and publishes for one task."""
+
+    shard_index: int
+    round: int
+    checkpoint_hashes: list[bytes]  # checkpoints 0, I, 2I, ..., K
+    merkle_root: bytes
+    checkpoints: list[bytes] = field(repr=False)  # their canonical bytes, same order
+    samples_trained: int
+    metrics: dict
+
+    @property
+    def final_checkpoint(self) -> bytes:
+        return self.checkpoints[-1]
+
+
+def task_rng_key(manifest: Manifest, round_index: int, shard_index: int) -> bytes:
+    """The batch-order key of task (round, shard): part of its checkpoint 0."""
+    return derive_key(manifest.seed, "batches", round_index, shard_index)
+
+
+def initial_model(manifest) -> Checkpoint:
+    """Global checkpoint 0 initialised from the manifest's seed."""
+    manifest = load_manifest(manifest)
+    return global_checkpoint(manifest, 0, init_params(manifest.model, manifest.seed))
+
+
+def task_start(manifest, start_checkpoint_data, shard_index: int,
+               round_index: int) -> Checkpoint:
+    """Checkpoint 0 of a task: the round's global model, fresh optimizer, task key."""
+    manifest = load_manifest(manifest)
+    if start_checkpoint_data is None:
+        if manifest.initial_checkpoint is not None:
+            raise TrainingError("the manifest names an initial checkpoint: pass its bytes")
+        start = initial_model(manifest)
+    else:
+        start = as_checkpoint(start_checkpoint_data)
+    return start_checkpoint(manifest, start.group("model"),
+                            task_rng_key(manifest, round_index, shard_index))
+
+
+def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: int,
+             round_index: int, *, micro_batch: int | None = None, device=None) -> TaskResult:
+    """Train task (round, shard) for ``steps_per_task`` steps, checkpointing every
+    ``checkpoint_interval``; commit to the checkpoints with a Merkle root.
+
+    ``start_checkpoint_data``: the round's global checkpoint (bytes or Checkpoint), or None
+    in round 0 to initialise from the seed. ``micro_batch`` and ``device`` change speed and
+    memory, never the bits (repro mode; stock mode ignores ``micro_batch``).
+    """
+    manifest = load_manifest(manifest)
+    if not 0 <= shard_index < len(manifest.shards):
+        raise TrainingError(f"shard index {shard_index} out of range")
+    if not 0 <= round_index < manifest.rounds:
+        raise TrainingError(f"round {round_index} out of range")
+    if keccak256(bytes(shard_bytes)) != manifest.shards[shard_index].hash:
+        raise DatasetError(f"shard {shard_index} bytes do not match the manifest's hash")
+    ckpt0 = task_start(manifest, start_checkpoint_data, shard_index, round_index)
+    checkpoints, losses = train(manifest, decode_shard(shard_bytes), ckpt0,
+                                manifest.steps_per_task, every=manifest.checkpoint_interval,
+                                micro_batch=micro_batch, device=device)
+    encoded = [c.to_bytes() for c in checkpoints]
+    hashes = [keccak256(b) for b in encoded]
+    metrics = {"train_loss": losses, "final_train_loss": losses[-1],
+               "steps": manifest.steps_per_task, "numeric_mode": manifest.numeric_mode}
+    return TaskResult(shard_index, round_index, hashes, merkle_root(hashes), encoded,
+                      manifest.steps_per_task * manifest.batch_size, metrics)
+
+
+def predict(manifest, checkpoint, x: np.ndarray, *, device=None,
+            chunk: int = 4096) -> np.ndarray:
+    """Predicted classes for float32 inputs ``x`` (n, features)."""
+    manifest = load_manifest(manifest)
+    params = {k: v.to(device or "cpu") for k, v in as_checkpoint(checkpoint).group(
+        "model").items()}
+    xs = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device or "cpu")
+    out = []
+    with torch.no_grad():
+        if manifest.repro:
+            net = ReproNet(manifest.model)
+            wq = net.quantize_weights(params)
+            for i in range(0, len(xs), chunk):
+                out.append(first_argmax(net.forward(params, xs[i:i + chunk], wq), 1))
+        else:
+            module = build_stock_model(manifest.model, params).to(device or "cpu")
+            for i in range(0, len(xs), chunk):
+                out.append(module(xs[i:i + chunk]).argmax(1))
+    return torch.cat(out).cpu().numpy()
+
+
+def evaluate(manifest, checkpoint, test_bytes: bytes, *, device=None) -> float:
+    """Accuracy of a checkpoint's model on a test set (shard-encoded bytes)."""
+    manifest = load_manifest(manifest)
+    test = decode_shard(test_bytes)
+    if test.x.shape[1] != manifest.model.features:
+        raise DatasetError(f"test set has {test.x.shape[1]} features, model wants "
+                           f"{manifest.model.features}")
+    pred = predict(manifest, checkpoint, test.x, device=device)
+    return float((pred == test.y).mean())

@@ -1,0 +1,175 @@
+"""The training loop: steps from a checkpoint, periodic checkpoints, replay.
+
+A step is a pure function of the checkpoint (parameters, optimizer state, step, RNG key),
+the manifest and the shard: the batch is ``rng.batch_indices(rng_key, n, batch, step)``
+and, in ``repro`` mode, the gradient and update are bit-exact (``repro_net``, ``optim``).
+So re-running steps k..k+m from checkpoint k gives checkpoint k+m bit for bit, which is
+what a verifier or referee does (:func:`replay`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import CheckpointError, DatasetError, ReproducibilityError, TrainingError
+from .checkpoint import Checkpoint, decode_checkpoint
+from .datasets import Shard, decode_shard
+from .manifest import Manifest, load_manifest
+from .models import build_stock_model, param_shapes
+from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update
+from .repro_ops import xent_loss
+from .repro_net import ReproNet
+from .rng import batch_indices
+
+
+def as_shard(data) -> Shard:
+    return data if isinstance(data, Shard) else decode_shard(data)
+
+
+def as_checkpoint(data) -> Checkpoint:
+    return data if isinstance(data, Checkpoint) else decode_checkpoint(data)
+
+
+def start_checkpoint(manifest: Manifest, model_params: dict[str, torch.Tensor],
+                     rng_key: bytes) -> Checkpoint:
+    """Step-0 checkpoint of a task: the given model, fresh optimizer state, the task key."""
+    params = {k: v.detach().cpu().clone() for k, v in model_params.items()}
+    _check_params(manifest, params)
+    state = init_state(manifest.optimizer, params, stock=not manifest.repro)
+    tensors = {"model." + k: v for k, v in params.items()}
+    tensors.update({"optim." + k: v.cpu() for k, v in state.items()})
+    return Checkpoint(0, rng_key, tensors)
+
+
+def _check_params(manifest: Manifest, params: dict[str, torch.Tensor]) -> None:
+    want = param_shapes(manifest.model)
+    if set(params) != set(want):
+        raise CheckpointError(f"checkpoint parameters {sorted(params)} do not match the "
+                              f"model's {sorted(want)}")
+    for name, shape in want.items():
+        if tuple(params[name].shape) != shape or params[name].dtype != torch.float32:
+            raise CheckpointError(f"{name}: expected float32 {shape}, got "
+                                  f"{params[name].dtype} {tuple(params[name].shape)}")
+
+
+class TrainRun:
+    """Live training state on one device, advanced one step at a time."""
+
+    def __init__(self, manifest: Manifest, shard: Shard, ckpt: Checkpoint, *,
+                 device=None, micro_batch: int | None = None):
+        self.m = manifest
+        spec = manifest.model
+        if shard.x.shape[1] != spec.features:
+            raise DatasetError(f"shard has {shard.x.shape[1]} features, model wants "
+                               f"{spec.features}")
+        if int(shard.y.max()) >= spec.classes:
+            raise DatasetError(f"shard label {int(shard.y.max())} >= classes {spec.classes}")
+        self.device = torch.device(device or "cpu")
+        self.x = torch.from_numpy(shard.x).to(self.device)
+        self.y = torch.from_numpy(shard.y).to(self.device)
+        self.n = len(shard)
+        self.step, self.rng_key = ckpt.step, ckpt.rng_key
+        self.micro_batch = micro_batch
+        params = ckpt.group("model")
+        _check_params(manifest, params)
+        state = ckpt.group("optim")
+        fresh = init_state(manifest.optimizer, params, stock=not manifest.repro)
+        if set(state) != set(fresh):
+            raise CheckpointError(f"optimizer state {sorted(state)} does not match "
+                                  f"{manifest.optimizer.kind}'s {sorted(fresh)}")
+        self.params = {k: v.to(self.device).clone() for k, v in params.items()}
+        self.state = {k: v.to(self.device).clone() for k, v in state.items()}
+        self._perm_cache: dict = {}
+        self._losses: list = []
+        if manifest.repro:
+            self.net = ReproNet(spec)
+        else:
+            self.module = build_stock_model(spec, self.params).to(self.device)
+            self.opt = build_stock_optimizer(manifest.optimizer, self.module, self.state)
+
+    def _batch(self):
+        idx = batch_indices(self.rng_key, self.n, self.m.batch_size, self.step,
+                            self._perm_cache)
+        idx = torch.from_numpy(idx).to(self.device)
+        return self.x.index_select(0, idx), self.y.index_select(0, idx)
+
+    def run_step(self) -> None:
+        xb, yb = self._batch()
+        if self.m.repro:
+            grads, sumexp, target = self.net.gradients(self.params, xb, yb, self.micro_batch)
+            repro_update(self.m.optimizer, self.params, grads, self.state)
+            self._losses.append((sumexp, target))
+        else:
+            self.opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(self.module(xb), yb)
+            loss.backward()
+            self.opt.step()
+            self._losses.append(loss.detach())
+        self.step += 1
+
+    def take_losses(self) -> float:
+        """Mean training loss since the last call (NaN if no step ran); checks finiteness."""
+        if not self._losses:
+            return float("nan")
+        if self.m.repro:
+            loss = xent_loss(torch.cat([s for s, _ in self._losses]),
+                             torch.cat([t for _, t in self._losses]))
+            value = float(loss.mean())
+        else:
+            value = float(torch.stack(self._losses).mean())
+        self._losses = []
+        if not np.isfinite(value):
+            raise ReproducibilityError(f"training diverged: loss is {value} at step "
+                                       f"{self.step}")
+        return value
+
+    def checkpoint(self) -> Checkpoint:
+        """The current state as a CPU checkpoint (refuses inf/NaN in repro mode)."""
+        if self.m.repro:
+            params, state = self.params, self.state
+        else:
+            params = {k: v.detach() for k, v in self.module.state_dict().items()}
+            state = export_stock_state(self.m.optimizer, self.module, self.opt, params)
+        tensors = {"model." + k: v.detach().cpu().clone() for k, v in params.items()}
+        tensors.update({"optim." + k: v.detach().cpu().clone() for k, v in state.items()})
+        if self.m.repro:
+            for name, t in tensors.items():
+                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                    raise ReproducibilityError(f"{name} holds inf or NaN at step {self.step}")
+        return Checkpoint(self.step, self.rng_key, tensors)
+
+
+def train(manifest, shard, ckpt, steps: int, *, every: int | None = None,
+          micro_batch: int | None = None, device=None,
+          on_checkpoint: Callable[[Checkpoint], None] | None = None):
+    """Run ``steps`` steps from ``ckpt``; return ``(checkpoints, losses)``.
+
+    ``checkpoints`` holds ``ckpt`` itself and the state after every ``every`` steps
+    (default: only the end), ``losses`` the mean training loss of each interval.
+    """
+    manifest = load_manifest(manifest)
+    ckpt = as_checkpoint(ckpt)
+    if steps < 0:
+        raise TrainingError("steps must be >= 0")
+    every = every or steps or 1
+    run = TrainRun(manifest, as_shard(shard), ckpt, device=device, micro_batch=micro_batch)
+    checkpoints, losses = [ckpt], []
+    for i in range(1, steps + 1):
+        run.run_step()
+        if i % every == 0 or i == steps:
+            losses.append(run.take_losses())
+            checkpoints.append(run.checkpoint())
+            if on_checkpoint is not None:
+                on_checkpoint(checkpoints[-1])
+    return checkpoints, losses
+
+
+def replay(manifest, shard_data, checkpoint_at_k, steps: int, *,
+           micro_batch: int | None = None, device=None) -> Checkpoint:
+    """Recompute ``steps`` steps from a checkpoint at step k: the checkpoint at k+steps."""
+    return train(manifest, shard_data, checkpoint_at_k, steps, micro_batch=micro_batch,
+                 device=device)[0][-1]
