@@ -13,7 +13,7 @@ import pytest
 from truetrain.errors import ContentMismatch, NodePortInUse, NodeStartError
 from truetrain.storage import devnode_status, start_devnode, stop_devnode
 
-from .conftest import client_for, free_port
+from tests.ipfs_nodes import client_for, free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ipfs_devnode.py"
 

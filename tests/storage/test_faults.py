@@ -10,7 +10,7 @@ from truetrain.errors import ContentMismatch, ContentTooLarge, StorageTimeout, S
 from truetrain.hashing import keccak256
 from truetrain.storage import StorageClient, StorageSettings
 
-from .conftest import free_port
+from tests.ipfs_nodes import free_port
 from .faulty_node import Fault, FaultyNode
 
 SOME_CID = "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o"

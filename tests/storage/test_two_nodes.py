@@ -6,7 +6,7 @@ import os
 
 from truetrain.storage import stop_devnode
 
-from .conftest import client_for
+from tests.ipfs_nodes import client_for
 
 
 def test_content_added_on_a_is_fetched_on_b_after_connect(start_node):
