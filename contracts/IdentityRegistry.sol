@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {IIdentityRegistry, ROLE_WORKER, ROLE_ALL} from "./interfaces/IIdentityRegistry.sol";
+
+/// @title IdentityRegistry ("CHAIN")
+/// @notice One non-transferable identity per address; history and reputation are written
+/// only by RECORDER_ROLE holders (the market contracts). The deployer is DEFAULT_ADMIN and
+/// grants RECORDER_ROLE.
+contract IdentityRegistry is AccessControl, IIdentityRegistry {
+    /// @inheritdoc IIdentityRegistry
+    bytes32 public constant RECORDER_ROLE = keccak256("RECORDER_ROLE");
+    /// @inheritdoc IIdentityRegistry
+    uint32 public constant INITIAL_REPUTATION = 5_000;
+    /// @inheritdoc IIdentityRegistry
+    uint32 public constant MAX_REPUTATION = 10_000;
+    /// @inheritdoc IIdentityRegistry
+    uint256 public constant MAX_PROFILE_CID_BYTES = 128;
+
+    mapping(address account => Identity) private _identities;
+
+    constructor() {
+        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
+    }
+
+    // ---------------------------------------------------------------- participant calls
+
+    /// @inheritdoc IIdentityRegistry
+    function register(uint8 roles, string calldata profileCid, bytes32 profileHash, Capability calldata capability)
+        external
+    {
+        Identity storage id = _identities[msg.sender];
+        // INVARIANT: one identity per address, never re-created (history cannot be reset).
+        if (id.registered) revert IdentityAlreadyRegistered(msg.sender);
+        _validateRoles(roles);
+        _validateProfile(profileCid, profileHash);
+        if (roles & ROLE_WORKER != 0) _validateWorkerCapability(capability);
+
+        uint64 nowBlock = uint64(block.number);
+        id.registered = true;
+        id.roles = roles;
+        id.reputation = INITIAL_REPUTATION;
+        id.registeredAtBlock = nowBlock;
+        id.lastSeenBlock = nowBlock;
+        id.profileHash = profileHash;
+        id.profileCid = profileCid;
+        id.capability = capability;
+        emit IdentityRegistered(msg.sender, roles, profileCid, profileHash, capability);
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function updateProfile(string calldata profileCid, bytes32 profileHash, Capability calldata capability) external {
+        Identity storage id = _registered(msg.sender);
+        _validateProfile(profileCid, profileHash);
+        // INVARIANT: a worker's stored capability is always valid.
+        if (id.roles & ROLE_WORKER != 0) _validateWorkerCapability(capability);
+
+        id.profileHash = profileHash;
+        id.profileCid = profileCid;
+        id.capability = capability;
+        id.lastSeenBlock = uint64(block.number);
+        emit ProfileUpdated(msg.sender, profileCid, profileHash, capability);
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function setRoles(uint8 roles) external {
+        Identity storage id = _registered(msg.sender);
+        _validateRoles(roles);
+        // INVARIANT: a worker's stored capability is always valid.
+        if (roles & ROLE_WORKER != 0) _validateWorkerCapability(id.capability);
+
+        uint8 oldRoles = id.roles;
+        id.roles = roles;
+        id.lastSeenBlock = uint64(block.number);
+        emit RolesChanged(msg.sender, oldRoles, roles);
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function heartbeat() external {
+        Identity storage id = _registered(msg.sender);
+        uint64 nowBlock = uint64(block.number);
+        id.lastSeenBlock = nowBlock;
+        emit HeartbeatRecorded(msg.sender, nowBlock);
+    }
+
+    // ---------------------------------------------------------------- market calls
+
+    /// @inheritdoc IIdentityRegistry
+    function recordTaskCompleted(address account, uint128 compute) external onlyRole(RECORDER_ROLE) {
+        Identity storage id = _registered(account);
+        History storage h = id.history;
+        h.tasksDone += 1;
+        h.computeContributed += compute;
+        emit TaskCompletionRecorded(account, compute, h.tasksDone);
+        _setReputation(account, id, _raise(id.reputation, 20));
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function recordTaskFailed(address account) external onlyRole(RECORDER_ROLE) {
+        Identity storage id = _registered(account);
+        id.history.tasksFailed += 1;
+        emit TaskFailureRecorded(account, id.history.tasksFailed);
+        _setReputation(account, id, _lower(id.reputation, 4));
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function recordTimeout(address account) external onlyRole(RECORDER_ROLE) {
+        Identity storage id = _registered(account);
+        id.history.tasksTimedOut += 1;
+        emit TimeoutRecorded(account, id.history.tasksTimedOut);
+        _setReputation(account, id, _lower(id.reputation, 10));
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function recordDispute(address account, bool won, uint128 amountSlashed) external onlyRole(RECORDER_ROLE) {
+        Identity storage id = _registered(account);
+        History storage h = id.history;
+        if (won) h.disputesWon += 1;
+        else h.disputesLost += 1;
+        h.amountSlashed += amountSlashed;
+        emit DisputeRecorded(account, won, amountSlashed);
+        _setReputation(account, id, won ? _raise(id.reputation, 10) : _lower(id.reputation, 2));
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// @inheritdoc IIdentityRegistry
+    function identityOf(address account) external view returns (Identity memory) {
+        return _identities[account];
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function isRegistered(address account) external view returns (bool) {
+        return _identities[account].registered;
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function hasParticipantRole(address account, uint8 role) external view returns (bool) {
+        Identity storage id = _identities[account];
+        return id.registered && role != 0 && (id.roles & role) == role;
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function reputationOf(address account) external view returns (uint32) {
+        return _identities[account].reputation;
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function lastSeenBlock(address account) external view returns (uint64) {
+        return _identities[account].lastSeenBlock;
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function capabilityOf(address account) external view returns (Capability memory) {
+        return _identities[account].capability;
+    }
+
+    // ---------------------------------------------------------------- internals
+
+    function _registered(address account) private view returns (Identity storage id) {
+        id = _identities[account];
+        if (!id.registered) revert IdentityNotRegistered(account);
+    }
+
+    function _setReputation(address account, Identity storage id, uint32 newReputation) private {
+        uint32 oldReputation = id.reputation;
+        id.reputation = newReputation;
+        emit ReputationChanged(account, oldReputation, newReputation);
+    }
+
+    /// @dev Close 1/divisor of the gap to MAX_REPUTATION: never exceeds the bound.
+    function _raise(uint32 reputation, uint32 divisor) private pure returns (uint32) {
+        return reputation + (MAX_REPUTATION - reputation) / divisor;
+    }
+
+    /// @dev Remove 1/divisor of the current score: never goes below zero.
+    function _lower(uint32 reputation, uint32 divisor) private pure returns (uint32) {
+        return reputation - reputation / divisor;
+    }
+
+    function _validateRoles(uint8 roles) private pure {
+        if (roles == 0 || roles & ~ROLE_ALL != 0) revert IdentityInvalidRoles(roles);
+    }
+
+    function _validateProfile(string calldata profileCid, bytes32 profileHash) private pure {
+        uint256 length = bytes(profileCid).length;
+        if (length == 0 || length > MAX_PROFILE_CID_BYTES) revert IdentityInvalidProfileCid(length);
+        if (profileHash == bytes32(0)) revert IdentityZeroProfileHash();
+    }
+
+    function _validateWorkerCapability(Capability memory capability) private pure {
+        if (capability.memoryMiB == 0 || capability.maxConcurrent == 0) {
+            revert IdentityInvalidCapability(capability.memoryMiB, capability.maxConcurrent);
+        }
+    }
+}

@@ -1,0 +1,64 @@
+"""Test helpers: dev-account keys, EIP-2612 permit signatures and small formatting helpers."""
+
+from __future__ import annotations
+
+from brownie import chain
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+
+# Anvil's well-known development mnemonic (the chain brownie starts uses it).
+DEV_MNEMONIC = "test test test test test test test test test test test junk"
+Account.enable_unaudited_hdwallet_features()
+
+
+def dev_key(index: int) -> str:
+    """Private key of Anvil dev account ``index`` (hex)."""
+    return Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}").key.hex()
+
+
+def lo(address) -> str:
+    """An address as brownie prints it inside a decoded custom error (lowercase hex)."""
+    return str(address).lower()
+
+
+def permit_signature(token, signer_key: str, spender, value: int, deadline: int, nonce=None, owner=None):
+    """Sign an EIP-2612 permit for ``token`` with ``signer_key``; returns (v, r, s) as brownie args.
+
+    The permit names the signer as owner unless ``owner`` is given (to forge one for another
+    account); ``nonce`` defaults to the owner's current nonce."""
+    owner = str(owner) if owner is not None else Account.from_key(signer_key).address
+    if nonce is None:
+        nonce = token.nonces(owner)
+    message = {
+        "types": {
+            "EIP712Domain": [
+                {"name": "name", "type": "string"},
+                {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"},
+                {"name": "verifyingContract", "type": "address"},
+            ],
+            "Permit": [
+                {"name": "owner", "type": "address"},
+                {"name": "spender", "type": "address"},
+                {"name": "value", "type": "uint256"},
+                {"name": "nonce", "type": "uint256"},
+                {"name": "deadline", "type": "uint256"},
+            ],
+        },
+        "primaryType": "Permit",
+        "domain": {
+            "name": token.name(),
+            "version": "1",
+            "chainId": chain.id,
+            "verifyingContract": token.address,
+        },
+        "message": {
+            "owner": owner,
+            "spender": str(spender),
+            "value": value,
+            "nonce": nonce,
+            "deadline": deadline,
+        },
+    }
+    signed = Account.sign_message(encode_typed_data(full_message=message), signer_key)
+    return signed.v, "0x" + signed.r.to_bytes(32, "big").hex(), "0x" + signed.s.to_bytes(32, "big").hex()
