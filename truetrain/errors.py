@@ -119,3 +119,29 @@ class ContractRevert(ChainError):
         self.error_args = tuple(args)
         shown = ", ".join(str(a) for a in self.error_args)
         super().__init__(message or f"{error}({shown})")
+
+
+class RpcUnavailable(ChainError, ConnectionError):
+    """The JSON-RPC node cannot be reached or timed out (after retries); try again later."""
+
+    retryable = True
+
+
+class TransactionRejected(ChainError):
+    """The node refused a signed transaction (bad nonce, gas below intrinsic, underpriced)."""
+
+
+class ReceiptTimeout(ChainError, TimeoutError):
+    """A sent transaction was not mined (or not confirmed) within the timeout."""
+
+    retryable = True
+
+
+class HandlerFailed(ChainError):
+    """An event handler raised; the follower's cursor stays before ``event`` to retry it."""
+
+    retryable = True
+
+    def __init__(self, event, cause: BaseException):
+        self.event = event
+        super().__init__(f"handler failed on {event}: {type(cause).__name__}: {cause}")
