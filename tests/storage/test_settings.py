@@ -6,7 +6,7 @@ import pytest
 
 from truetrain.errors import ConfigError
 from truetrain.storage import StorageSettings
-from truetrain.storage.retry import RetryPolicy
+from truetrain.retry import RetryPolicy
 
 
 def test_defaults_point_at_a_local_kubo():

@@ -9,7 +9,6 @@ estimate times a buffer, and return after the configured number of confirmations
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass, fields, replace
 
@@ -25,6 +24,7 @@ from truetrain.chain.devnet import DEV_MNEMONIC
 from truetrain.chain.nonce import NonceManager, NonceRegistry
 from truetrain.chain.settings import ClientSettings
 from truetrain.errors import ConfigError, ContractRevert, ReceiptTimeout, RpcUnavailable, TransactionRejected
+from truetrain.retry import RetriesExhausted, RetryPolicy, call_with_retries
 
 #: HTTP statuses a healthy node behind a proxy or rate limiter answers now and then.
 _RETRYABLE_STATUS = {429, 502, 503, 504}
@@ -71,23 +71,22 @@ class RetryingHTTPProvider(Web3.HTTPProvider):
         self.retried = 0  # transient failures seen (for tests and metrics)
 
     def make_request(self, method, params):
-        attempt = 0
-        while True:
-            try:
-                return super().make_request(method, params)
-            except Exception as exc:  # noqa: BLE001 - classified just below
-                if not is_transient(exc):
-                    raise
-                attempt += 1
+        policy = RetryPolicy(self.settings.retries, self.settings.backoff_s, self.settings.backoff_max_s)
+
+        def transient(exc: BaseException) -> bool:
+            if is_transient(exc):
                 self.retried += 1
-                if attempt > self.settings.retries:
-                    raise RpcUnavailable(
-                        f"JSON-RPC node at {self.endpoint_uri} unavailable ({method}, "
-                        f"{attempt} attempts): {type(exc).__name__}"
-                    ) from exc
-                step = min(self.settings.backoff_max_s, self.settings.backoff_s * 2 ** (attempt - 1))
-                # Half fixed, half random: clients that failed together do not retry together.
-                time.sleep(step / 2 + random.random() * step / 2)
+                return True
+            return False
+
+        try:
+            return call_with_retries(lambda: super(RetryingHTTPProvider, self).make_request(method, params),
+                                     policy, is_retryable=transient)
+        except RetriesExhausted as exhausted:
+            raise RpcUnavailable(
+                f"JSON-RPC node at {self.endpoint_uri} unavailable ({method}, "
+                f"{exhausted.attempts} attempts): {type(exhausted.last).__name__}"
+            ) from exhausted.last
 
 
 @dataclass

@@ -24,7 +24,7 @@ from truetrain.errors import ContentMismatch, ContentTooLarge, StorageError, Sto
 from truetrain.hashing import keccak256, to_hex32
 from truetrain.storage.failures import is_retryable, translate
 from truetrain.storage.models import NodeInfo, PeerInfo, StoredObject
-from truetrain.storage.retry import RetriesExhausted, RetryPolicy, call_with_retries
+from truetrain.retry import RetriesExhausted, RetryPolicy, call_with_retries
 from truetrain.storage.settings import StorageSettings
 
 T = TypeVar("T")
