@@ -16,7 +16,7 @@ export PATH := $(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export SOLCX_BINARY_PATH := $(SOLCX_DIR)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup test demo gas bench-repro bench compile clean distclean
+.PHONY: help setup test demo gas bench-repro bench deploy compile clean distclean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -57,16 +57,19 @@ compile: setup ## Compile the contracts (brownie, through the solc facade)
 test: setup ## Run the whole test suite (starts and stops Anvil and IPFS dev nodes itself)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-demo: setup ## Run one job through its whole life on a fresh local Anvil
-	$(PY) -m scripts.demo
+demo: compile ## Run one job through its whole life on a fresh local Anvil
+	$(PY) scripts/demo.py
 
-gas: setup ## Print the gas table (bench/gas.py)
+gas: compile ## Print the gas table (bench/gas.py)
 	$(PY) bench/gas.py
 
 bench-repro: setup ## Print ms per training step, stock vs repro (bench/repro.py)
 	$(PY) bench/repro.py
 
 bench: gas bench-repro ## Run every benchmark
+
+deploy: compile ## Deploy (or reuse) the contracts on RPC=<url> (default: a devnet on 8545)
+	$(PY) scripts/deploy.py --rpc $(or $(RPC),http://127.0.0.1:8545)
 
 clean: ## Remove build outputs (keeps the venv and node_modules)
 	rm -rf build .pytest_cache .hypothesis

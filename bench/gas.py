@@ -1,0 +1,144 @@
+"""Gas report: one task's life, createJob by shard count, a draw by pool size.
+
+Deploys the real contracts to a fresh Anvil on a free port (stopped at the end) and prints
+tables of gas used per call, as mined. Targets (issue 3): a task's whole life ≤ 400,000
+gas; createJob flat in shard count (within 5% from 10 to 1,000); a draw at 1,000 workers
+≤ 1.5× a draw at 10.
+
+    .venv/bin/python bench/gas.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eth_abi import encode  # noqa: E402
+from eth_account import Account  # noqa: E402
+from web3 import Web3  # noqa: E402
+from web3.logs import DISCARD  # noqa: E402
+
+from truetrain.chain.client import ChainClient, dev_accounts  # noqa: E402
+from truetrain.chain.deploy import StackParams, deploy_stack  # noqa: E402
+from truetrain.chain.devnet import free_port, start_anvil  # noqa: E402
+
+E = 10**18
+CAPABILITY = (1, 24_576, 1_000, 3, 2)  # CPU class, 24 GiB, throughput, region 3, 2 at once
+PROFILE = ("bafyprofile", "0x" + "ab" * 32)
+ROOT, SALT, CID = b"\x11" * 32, b"\x22" * 32, "bafyresultcheckpoint"
+
+
+class Bench:
+    """The deployed stack plus helpers that send from impersonated devnet accounts."""
+
+    def __init__(self, url: str):
+        self.client = ChainClient(url)
+        self.w3 = self.client.w3
+        self.w3.provider.make_request("anvil_autoImpersonateAccount", [True])
+        self.deployer = dev_accounts(1)[0]
+        report = deploy_stack(self.client, self.deployer, StackParams())
+        c = report.deployment.contracts
+        self.token = self.client.contract("TrainToken", c["token"].address)
+        self.registry = self.client.contract("IdentityRegistry", c["registry"].address)
+        self.stake = self.client.contract("StakeManager", c["stake"].address)
+        self.pool = self.client.contract("WorkerPool", c["pool"].address)
+        self.market = self.client.contract("JobMarket", c["market"].address)
+
+    def send(self, call, sender: str, wait: bool = True) -> int:
+        tx = call.transact({"from": sender, "gas": 3_000_000})
+        return self.w3.eth.wait_for_transaction_receipt(tx)["gasUsed"] if wait else 0
+
+    def new_account(self, roles: int) -> str:
+        address = Account.create().address
+        self.w3.provider.make_request("anvil_setBalance", [address, hex(10 * E)])
+        self.send(self.registry.functions.register(roles, *PROFILE, CAPABILITY), address, wait=False)
+        self.send(self.token.functions.mint(address, 10_000 * E), self.deployer.address, wait=False)
+        self.send(self.token.functions.approve(self.stake.address, 2**256 - 1), address, wait=False)
+        self.send(self.stake.functions.stake(5_000 * E), address, wait=False)
+        self.send(self.pool.functions.joinPool(), address)
+        return address
+
+    def job_params(self, shards: int, audit_bps: int = 0) -> tuple:
+        return ("bafymanifest", "0x" + "aa" * 32, "bafyinit", "0x" + "bb" * 32, shards, 2,
+                10 * E, 2 * E, 20 * E, 5, 50, 20, 5, 1, 16_000, 0, audit_bps, 100,
+                self.w3.eth.block_number + 100_000)
+
+    def create_job(self, submitter: str, shards: int, audit_bps: int = 0) -> tuple[int, int]:
+        params = self.job_params(shards, audit_bps)
+        job_id = self.market.functions.createJob(params).call({"from": submitter})
+        return job_id, self.send(self.market.functions.createJob(params), submitter)
+
+    def draw(self, job_id: int, caller: str) -> tuple[int, str, int]:
+        tx = self.market.functions.drawTask(job_id).transact({"from": caller, "gas": 3_000_000})
+        receipt = self.w3.eth.wait_for_transaction_receipt(tx)
+        event = self.market.events.TaskDrawn().process_receipt(receipt, errors=DISCARD)[0]["args"]
+        return event["taskId"], event["worker"], receipt["gasUsed"]
+
+
+def commitment(worker: str) -> bytes:
+    return Web3.keccak(encode(["bytes32", "string", "bytes32", "address"], [ROOT, CID, SALT, worker]))
+
+
+def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
+    job_id, _ = b.create_job(submitter, 2)
+    task, worker, draw_gas = b.draw(job_id, submitter)
+    rows = [("drawTask", draw_gas)]
+    rows.append(("acceptTask", b.send(b.market.functions.acceptTask(task), worker)))
+    rows.append(("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker)))
+    rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
+    b.w3.provider.make_request("anvil_mine", [hex(10)])
+    rows.append(("finalize", b.send(b.market.functions.finalize(task), worker)))
+    return worker, rows
+
+
+def table(title: str, rows: list[tuple[str, int]], extra: str = "") -> None:
+    print(f"\n{title}")
+    width = max(len(name) for name, _ in rows)
+    for name, gas in rows:
+        print(f"  {name:<{width}}  {gas:>10,}")
+    if extra:
+        print(f"  {extra}")
+
+
+def main() -> None:
+    devnet = start_anvil(free_port())
+    try:
+        b = Bench(devnet.url)
+        submitter = b.new_account(4)
+        b.send(b.token.functions.mint(submitter, 10**9 * E), b.deployer.address)
+        b.send(b.token.functions.approve(b.market.address, 2**256 - 1), submitter)
+        workers = [b.new_account(1) for _ in range(10)]
+
+        # A worker's first task pays first-time storage writes (its history counters, its
+        # credit); later tasks of the same worker do not. Show both.
+        first_worker, first = task_life(b, submitter)
+        seen, repeat = {first_worker}, None
+        while repeat is None:
+            worker, life = task_life(b, submitter)
+            repeat = life if worker in seen else None
+            seen.add(worker)
+        for title, life in (("a worker's first task", first), ("a later task of the same worker", repeat)):
+            total = sum(g for _, g in life)
+            table(f"One task's life, no audit: {title}", life + [("total", total)],
+                  f"target ≤ 400,000: {'met' if total <= 400_000 else 'MISSED'}")
+
+        creates = [(f"createJob, {n:,} shards", b.create_job(submitter, n)[1]) for n in (10, 100, 1_000)]
+        spread = max(g for _, g in creates) / min(g for _, g in creates) - 1
+        table("createJob by shard count", creates, f"spread {spread:.2%} (target ≤ 5%)")
+
+        draws = []
+        for size in (10, 100, 1_000):
+            while len(workers) < size:
+                workers.append(b.new_account(1))
+            job_id, _ = b.create_job(submitter, 4)
+            draws.append((f"drawTask, {size:,} workers in the pool", b.draw(job_id, submitter)[2]))
+        ratio = draws[-1][1] / draws[0][1]
+        table("A draw by pool size", draws, f"1,000 / 10 = {ratio:.2f}x (target ≤ 1.5x)")
+    finally:
+        devnet.stop()
+
+
+if __name__ == "__main__":
+    main()

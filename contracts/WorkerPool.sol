@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {IWorkerPool} from "./interfaces/IWorkerPool.sol";
+import {IIdentityRegistry, ROLE_WORKER, ROLE_VERIFIER} from "./interfaces/IIdentityRegistry.sol";
+import {IStakeManager} from "./interfaces/IStakeManager.sol";
+import {SortitionSumTree} from "./libraries/SortitionSumTree.sol";
+
+/// @title WorkerPool
+/// @notice The market's scheduler: two sortition sum trees (workers, verifiers) and the
+/// per-member active-task counts. See IWorkerPool for the draw rules.
+contract WorkerPool is AccessControl, IWorkerPool {
+    using SortitionSumTree for SortitionSumTree.Tree;
+
+    /// @inheritdoc IWorkerPool
+    bytes32 public constant MARKET_ROLE = keccak256("MARKET_ROLE");
+    /// @inheritdoc IWorkerPool
+    uint256 public constant MAX_DRAW_ATTEMPTS = 8;
+    /// @notice Largest weight one member gets (stake × reputation is clamped to it).
+    uint256 public constant MAX_MEMBER_WEIGHT = 2 ** 100;
+
+    IIdentityRegistry public immutable registry;
+    IStakeManager public immutable stakeManager;
+    /// @inheritdoc IWorkerPool
+    uint64 public immutable livenessWindow;
+    /// @inheritdoc IWorkerPool
+    uint32 public immutable regionBoost;
+
+    SortitionSumTree.Tree private _workers;
+    SortitionSumTree.Tree private _verifiers;
+    mapping(address account => Member) private _members;
+
+    /// @param registry_ the IdentityRegistry (roles, capability, liveness, reputation)
+    /// @param stakeManager_ the StakeManager (free stake, collateral locks; grant this pool MARKET_ROLE there)
+    /// @param livenessWindow_ blocks a heartbeat stays valid (≥ 1)
+    /// @param regionBoost_ preferred-region boost factor (≥ 1; 1 = no boost)
+    constructor(IIdentityRegistry registry_, IStakeManager stakeManager_, uint64 livenessWindow_, uint32 regionBoost_) {
+        if (livenessWindow_ == 0 || regionBoost_ == 0) revert PoolInvalidConfig(livenessWindow_, regionBoost_);
+        registry = registry_;
+        stakeManager = stakeManager_;
+        livenessWindow = livenessWindow_;
+        regionBoost = regionBoost_;
+        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function joinPool() external {
+        if (!registry.hasParticipantRole(msg.sender, ROLE_WORKER) && !registry.hasParticipantRole(msg.sender, ROLE_VERIFIER)) {
+            revert PoolRoleMissing(msg.sender);
+        }
+        Member storage m = _members[msg.sender];
+        if (m.joined) revert PoolAlreadyJoined(msg.sender);
+        m.joined = true;
+        emit PoolJoined(msg.sender);
+        _refresh(msg.sender, true);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function leavePool() external {
+        Member storage m = _members[msg.sender];
+        if (!m.joined) revert PoolNotJoined(msg.sender);
+        m.joined = false;
+        emit PoolLeft(msg.sender);
+        _refresh(msg.sender, true);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function refresh(address account) external {
+        _refresh(account, true);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function assign(bytes32 seed, Requirements calldata req, bool verifier)
+        external
+        onlyRole(MARKET_ROLE)
+        returns (address member)
+    {
+        SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
+        address fallbackMember;
+        uint256 fallbackLimit;
+        uint256 limit;
+        // Bounded rejection sampling: every attempt is a fresh random from the seed.
+        for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS; ++i) {
+            if (tree.total() == 0) break;
+            uint256 random = uint256(keccak256(abi.encode(seed, i)));
+            address candidate = tree.draw(random);
+            (bool ok, uint16 region, uint256 candidateLimit) = _eligible(candidate, req, verifier);
+            if (!ok) continue;
+            // Outside the preferred region: take it now only with probability 1 / regionBoost.
+            if (req.preferredRegion == 0 || region == req.preferredRegion || (random >> 128) % regionBoost == 0) {
+                member = candidate;
+                limit = candidateLimit;
+                break;
+            }
+            if (fallbackMember == address(0)) (fallbackMember, fallbackLimit) = (candidate, candidateLimit);
+        }
+        if (member == address(0)) (member, limit) = (fallbackMember, fallbackLimit);
+        if (member == address(0)) return address(0);
+
+        Member storage m = _members[member];
+        uint16 active = m.active + 1;
+        m.active = active;
+        emit MemberAssigned(member, verifier, req.collateral, active);
+        stakeManager.lockCollateral(member, req.collateral);
+        // The weight is left as it is (refreshed when the task ends, and by refresh());
+        // eligibility at each draw reads the free stake itself. Only a member now at its
+        // concurrency limit leaves the trees.
+        if (active >= limit) _setWeights(member, m.roles, 0);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function release(address account, uint256 unlock) external onlyRole(MARKET_ROLE) {
+        Member storage m = _members[account];
+        // INVARIANT: active counts exactly the assignments not yet released.
+        if (m.active == 0) revert PoolNoActiveTask(account);
+        m.active -= 1;
+        emit MemberReleased(account, unlock, m.active);
+        if (unlock != 0) stakeManager.unlockCollateral(account, unlock);
+        _refresh(account, false);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function isEligible(address account, Requirements calldata req, bool verifier) external view returns (bool ok) {
+        (ok,,) = _eligible(account, req, verifier);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function memberOf(address account) external view returns (Member memory) {
+        return _members[account];
+    }
+
+    /// @inheritdoc IWorkerPool
+    function weightOf(address account, bool verifier) external view returns (uint256) {
+        return (verifier ? _verifiers : _workers).weightOf(account);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function totalWeight(bool verifier) external view returns (uint256) {
+        return (verifier ? _verifiers : _workers).total();
+    }
+
+    /// @dev Recompute weights; `readRoles` re-reads the registry roles (joinPool and the
+    /// permissionless refresh), market touches use the roles cached at the last read.
+    function _refresh(address account, bool readRoles) private {
+        Member storage stored = _members[account];
+        if (readRoles) {
+            uint8 roles = (registry.hasParticipantRole(account, ROLE_WORKER) ? ROLE_WORKER : 0)
+                | (registry.hasParticipantRole(account, ROLE_VERIFIER) ? ROLE_VERIFIER : 0);
+            if (stored.roles != roles) stored.roles = roles;
+        }
+        Member memory m = stored;
+        uint256 base;
+        if (m.joined && m.roles != 0 && registry.lastSeenBlock(account) + livenessWindow >= block.number) {
+            IIdentityRegistry.Capability memory cap = registry.capabilityOf(account);
+            if (m.active < _limit(cap.maxConcurrent)) {
+                base = stakeManager.freeStake(account) * registry.reputationOf(account);
+                // Clamp so 2^28 members at the cap still fit the tree's uint128 total.
+                if (base > MAX_MEMBER_WEIGHT) base = MAX_MEMBER_WEIGHT;
+            }
+        }
+        _setWeights(account, readRoles ? ROLE_WORKER | ROLE_VERIFIER : m.roles, base);
+    }
+
+    /// @dev Set the weight in each tree named by `trees` (a role mask): `base` where the
+    /// member holds the role (cached), else 0.
+    function _setWeights(address account, uint8 trees, uint256 base) private {
+        uint8 roles = _members[account].roles;
+        if (trees & ROLE_WORKER != 0) {
+            uint256 w = roles & ROLE_WORKER != 0 ? base : 0;
+            if (_workers.weightOf(account) != w) {
+                _workers.set(account, w);
+                emit WeightUpdated(account, false, w);
+            }
+        }
+        if (trees & ROLE_VERIFIER != 0) {
+            uint256 v = roles & ROLE_VERIFIER != 0 ? base : 0;
+            if (_verifiers.weightOf(account) != v) {
+                _verifiers.set(account, v);
+                emit WeightUpdated(account, true, v);
+            }
+        }
+    }
+
+    function _eligible(address account, Requirements calldata req, bool verifier)
+        private
+        view
+        returns (bool, uint16, uint256)
+    {
+        Member memory m = _members[account];
+        if (!m.joined || account == req.exclude) return (false, 0, 0);
+        if (!registry.hasParticipantRole(account, verifier ? ROLE_VERIFIER : ROLE_WORKER)) return (false, 0, 0);
+        if (registry.lastSeenBlock(account) + livenessWindow < block.number) return (false, 0, 0);
+        IIdentityRegistry.Capability memory cap = registry.capabilityOf(account);
+        if (cap.deviceClass < req.deviceClass || cap.memoryMiB < req.memoryMiB) return (false, 0, 0);
+        uint256 limit = _limit(cap.maxConcurrent);
+        if (m.active >= limit) return (false, 0, 0);
+        if (stakeManager.freeStake(account) < req.collateral) return (false, 0, 0);
+        return (true, cap.region, limit);
+    }
+
+    /// @dev A verifier-only identity may declare maxConcurrent 0: it still audits one at a time.
+    function _limit(uint8 maxConcurrent) private pure returns (uint256) {
+        return maxConcurrent == 0 ? 1 : maxConcurrent;
+    }
+}

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+/// @title IJobMarket: training jobs, their tasks and their money
+/// @notice A submitter escrows `(shards + 1) × rounds × (rewardPerTask + auditFee)` for a
+/// job. Every round has `shards` training tasks and one aggregation task (index `shards`)
+/// whose inputs are that round's results; round r + 1 trains from round r's aggregated
+/// checkpoint (the aggregation task's revealed result CID and root). A task id is the pure
+/// function `jobId << 64 | round << 32 | index` (TaskIds). No call loops over tasks or
+/// workers: a task's state is created when it is first drawn, rounds advance by counters,
+/// and tasks sent back (timeouts, lost disputes) wait on a per-job pending stack that is
+/// drawn first.
+///
+/// Task life: Pending ─draw─▶ Offered ─accept─▶ Running ─commit─▶ Committed
+/// (─auditor commits─, if an audit was drawn) ─reveal─▶ Revealed (waiting for the
+/// auditor's reveal) / ChallengeWindow (no audit or the audit matched) ─window over,
+/// finalize─▶ Finalized. A mismatching audit moves the task to Disputed with its funds
+/// locked; `resolveDispute` (DISPUTE_ROLE, the dispute game) settles it. Every deadline has
+/// a permissionless `timeoutTask` that moves the task on and penalises who was late. On a
+/// cancelled or expired job nothing new is drawn: unspent escrow is refunded at once, tasks
+/// in flight finish and are paid, Pending/Offered ones are closed with `closeTask` and
+/// refunded.
+///
+/// Money: rewards, audit fees and refunds are credited in this contract and pulled with
+/// `withdraw()`; penalties and slashes are credited in the StakeManager. Conservation:
+/// token.balanceOf(this) == totalEscrow() + totalCredits().
+interface IJobMarket {
+    enum JobStatus {
+        None,
+        Active,
+        Completed,
+        Cancelled,
+        Expired
+    }
+
+    enum TaskStatus {
+        None,
+        Pending,
+        Offered,
+        Running,
+        Committed,
+        Revealed,
+        ChallengeWindow,
+        Disputed,
+        Finalized,
+        Closed
+    }
+
+    /// @notice What a submitter asks for. Windows are in blocks. `computePerTask` is the
+    /// manifest-defined compute unit credited to the worker's history per finished task
+    /// (for example samples × local epochs of one shard). `preferredRegion` 0 = none.
+    struct JobParams {
+        string manifestCid;
+        bytes32 manifestHash;
+        string initialCheckpointCid;
+        bytes32 initialCheckpointHash;
+        uint32 shards;
+        uint32 rounds;
+        uint96 rewardPerTask;
+        uint96 auditFee;
+        uint96 workerCollateral;
+        uint32 acceptWindow;
+        uint32 computeWindow;
+        uint32 revealWindow;
+        uint32 challengeWindow;
+        uint8 deviceClass;
+        uint32 memoryMiB;
+        uint16 preferredRegion;
+        uint16 auditRateBps;
+        uint64 computePerTask;
+        uint64 expiryBlock;
+    }
+
+    /// @notice A job as stored. `escrow` is what the job still holds here, `surplus` the
+    /// part of it that is already free (audit fees of tasks finalized without an audit),
+    /// refunded by `refundSurplus` and automatically at completion, cancel and expiry. `nextIndex` is the next index of the current round to give
+    /// an id to (`shards` = the aggregation task, `shards + 1` = all drawn);
+    /// `finalizedInRound` counts finalized shard tasks of the current round.
+    struct Job {
+        address submitter;
+        JobStatus status;
+        uint32 shards;
+        uint32 rounds;
+        uint96 rewardPerTask;
+        uint96 auditFee;
+        uint64 expiryBlock;
+        uint96 workerCollateral;
+        uint32 acceptWindow;
+        uint32 computeWindow;
+        uint32 revealWindow;
+        uint32 challengeWindow;
+        uint16 auditRateBps;
+        uint8 deviceClass;
+        uint32 memoryMiB;
+        uint16 preferredRegion;
+        uint64 computePerTask;
+        uint32 currentRound;
+        uint32 nextIndex;
+        uint32 finalizedInRound;
+        uint32 pendingCount;
+        uint128 escrow;
+        uint128 surplus;
+        bytes32 manifestHash;
+        bytes32 checkpointHash;
+        string checkpointCid;
+    }
+
+    /// @notice A task as stored. `deadline` is the block the current phase ends (accept,
+    /// commit, audit commit, reveal or challenge window). `result` holds the worker's
+    /// commitment, then its revealed root; `audit` the auditor's commitment, then its root.
+    /// `flags`: bit 0 auditor committed, bit 1 auditor revealed.
+    struct Task {
+        address worker;
+        TaskStatus status;
+        uint64 deadline;
+        uint8 flags;
+        address auditor;
+        bytes32 result;
+        bytes32 audit;
+    }
+
+    /// @notice Market-wide parameters, fixed at deployment.
+    /// @param timeoutPenaltyBps share of a late worker's collateral taken by `penalize`
+    /// (credited to the submitter) when it misses the commit or reveal deadline
+    /// @param acceptPenaltyBps share of the collateral taken when it misses the accept deadline
+    /// @param auditorCollateral stake an auditor must have free; locked while it audits
+    /// @param auditorPenalty taken from an auditor that misses an audit deadline
+    struct MarketConfig {
+        uint16 timeoutPenaltyBps;
+        uint16 acceptPenaltyBps;
+        uint96 auditorCollateral;
+        uint96 auditorPenalty;
+    }
+
+    // ---------------------------------------------------------------- errors
+
+    /// @notice No job has id `jobId`.
+    error JobNotFound(uint256 jobId);
+    /// @notice The job is not Active (cancelled, expired or completed).
+    error JobNotActive(uint256 jobId, JobStatus status);
+    /// @notice Only the job's submitter may do this.
+    error JobNotSubmitter(uint256 jobId, address caller);
+    /// @notice The caller holds no ROLE_SUBMITTER identity.
+    error JobSubmitterNotRegistered(address account);
+    /// @notice The job's escrow does not fit 128 bits.
+    error JobEscrowTooLarge(uint256 escrow);
+    /// @notice Shard count and rounds must both be ≥ 1.
+    error JobInvalidShape(uint32 shards, uint32 rounds);
+    /// @notice Every window (accept, compute, reveal, challenge) must be ≥ 1 block.
+    error JobInvalidWindows();
+    /// @notice The expiry block must lie in the future.
+    error JobInvalidExpiry(uint64 expiryBlock);
+    /// @notice The audit rate is above 10_000 bps.
+    error JobInvalidAuditRate(uint16 auditRateBps);
+    /// @notice The escrow pulled differs from what the job needs (fee-on-transfer token).
+    error JobEscrowMismatch(uint256 expected, uint256 received);
+    /// @notice The job's expiry block has passed: call `expireJob`.
+    error JobPastExpiry(uint256 jobId, uint64 expiryBlock);
+    /// @notice `expireJob` before the expiry block.
+    error JobNotExpired(uint256 jobId, uint64 expiryBlock);
+    /// @notice No task of the job can be drawn now (round's shard tasks still running).
+    error JobNothingToDraw(uint256 jobId);
+    /// @notice No eligible worker was found within the pool's draw attempts.
+    error JobNoEligibleWorker(uint256 jobId, uint256 taskId);
+    /// @notice The task is not Offered.
+    error TaskNotOffered(uint256 taskId);
+    /// @notice The task is not Running.
+    error TaskNotRunning(uint256 taskId);
+    /// @notice The task is not Committed.
+    error TaskNotCommitted(uint256 taskId);
+    /// @notice The task has no auditor waiting to commit.
+    error TaskNotAwaitingAudit(uint256 taskId);
+    /// @notice The task's auditor has not committed yet: the worker may not reveal.
+    error TaskAuditNotCommitted(uint256 taskId);
+    /// @notice The auditor cannot reveal now (not committed, already revealed, or wrong state).
+    error TaskAuditNotRevealable(uint256 taskId);
+    /// @notice The task is not in its challenge window.
+    error TaskNotInChallengeWindow(uint256 taskId);
+    /// @notice The challenge window is still open until `deadlineBlock`.
+    error TaskChallengeWindowOpen(uint256 taskId, uint64 deadlineBlock);
+    /// @notice The task is not Disputed.
+    error TaskNotDisputed(uint256 taskId);
+    /// @notice Only the task's worker may do this.
+    error TaskNotWorker(uint256 taskId, address caller);
+    /// @notice Only the task's auditor may do this.
+    error TaskNotAuditor(uint256 taskId, address caller);
+    /// @notice The phase's deadline `deadlineBlock` has passed.
+    error TaskDeadlinePassed(uint256 taskId, uint64 deadlineBlock);
+    /// @notice The phase's deadline `deadlineBlock` has not passed yet.
+    error TaskDeadlineNotPassed(uint256 taskId, uint64 deadlineBlock);
+    /// @notice The task is in no phase that can time out.
+    error TaskNotTimeoutable(uint256 taskId, TaskStatus status);
+    /// @notice The revealed values do not hash to the commitment.
+    error TaskCommitmentMismatch(uint256 taskId);
+    /// @notice `closeTask` needs a Pending or Offered task of a job that is no longer Active.
+    error TaskNotClosable(uint256 taskId);
+    /// @notice The caller has no credits to withdraw.
+    error MarketNothingToWithdraw(address account);
+    /// @notice A batch is longer than `MAX_BATCH`.
+    error MarketBatchTooLarge(uint256 length, uint256 max);
+    /// @notice A MarketConfig value is out of range (bps above 10_000, penalty above collateral).
+    error MarketInvalidConfig();
+
+    // ---------------------------------------------------------------- events
+
+    /// @notice Job `jobId` was created with `taskCount` tasks and `escrow` pulled.
+    event JobCreated(
+        uint256 indexed jobId,
+        address indexed submitter,
+        string manifestCid,
+        bytes32 manifestHash,
+        uint32 shards,
+        uint32 rounds,
+        uint256 taskCount,
+        uint256 escrow
+    );
+    /// @notice Task `taskId` (job `jobId`, `round`, `index`) was offered to `worker` until `acceptDeadline`.
+    event TaskDrawn(
+        uint256 indexed taskId, uint256 indexed jobId, address indexed worker, uint32 round, uint32 index, uint64 acceptDeadline
+    );
+    /// @notice `worker` accepted; it must commit by `commitDeadline`.
+    event TaskAccepted(uint256 indexed taskId, address indexed worker, uint64 commitDeadline);
+    /// @notice `worker` committed to its result; it may reveal (after any auditor commits) until `revealDeadline`.
+    event ResultCommitted(uint256 indexed taskId, address indexed worker, bytes32 commitment, uint64 revealDeadline);
+    /// @notice `auditor` was drawn to re-execute the task; it must commit by `auditDeadline`.
+    event AuditorDrawn(uint256 indexed taskId, address indexed auditor, uint64 auditDeadline);
+    /// @notice No eligible auditor could be drawn: the task goes on unaudited; reveal by `revealDeadline`.
+    event AuditWaived(uint256 indexed taskId, uint64 revealDeadline);
+    /// @notice `auditor` committed to its own result; both reveal by `revealDeadline`.
+    event AuditCommitted(uint256 indexed taskId, address indexed auditor, bytes32 commitment, uint64 revealDeadline);
+    /// @notice `worker` revealed its result (Merkle root of its checkpoints and the result CID).
+    event ResultRevealed(uint256 indexed taskId, address indexed worker, bytes32 root, string resultCid);
+    /// @notice `auditor` revealed its root.
+    event AuditRevealed(uint256 indexed taskId, address indexed auditor, bytes32 root);
+    /// @notice The result stands (no audit, or it matched); it can be finalized after `deadline`.
+    event ChallengeWindowOpened(uint256 indexed taskId, uint64 deadline);
+    /// @notice The audit did not match: the task's funds are locked until the dispute is resolved.
+    event TaskDisputed(uint256 indexed taskId, address indexed worker, address indexed auditor, bytes32 root, bytes32 auditRoot);
+    /// @notice The dispute was settled; `slashed` was taken from the loser.
+    event DisputeResolved(uint256 indexed taskId, bool workerWon, uint256 slashed);
+    /// @notice The task was finalized: `reward` credited to `worker`, `auditFee` to `auditor` (0 if none).
+    event TaskFinalized(uint256 indexed taskId, address indexed worker, uint256 reward, address indexed auditor, uint256 auditFee);
+    /// @notice `account` missed the deadline of phase `phase`; `penalty` was taken from its stake.
+    event TaskTimedOut(uint256 indexed taskId, address indexed account, TaskStatus phase, uint256 penalty);
+    /// @notice The task went back to its job's pending stack (drawn first next time).
+    event TaskRequeued(uint256 indexed taskId, uint256 indexed jobId);
+    /// @notice A task of a cancelled or expired job was closed; its cost refunded.
+    event TaskClosed(uint256 indexed taskId, uint256 refund);
+    /// @notice Job `jobId` entered `round`, training from the given checkpoint.
+    event RoundAdvanced(uint256 indexed jobId, uint32 round, string checkpointCid, bytes32 checkpointHash);
+    /// @notice Every round of job `jobId` is done.
+    event JobCompleted(uint256 indexed jobId);
+    /// @notice The submitter cancelled the job; `refund` (never-drawn tasks) was credited.
+    event JobCancelled(uint256 indexed jobId, uint256 refund);
+    /// @notice The job passed its expiry block; `refund` (never-drawn tasks) was credited.
+    event JobExpired(uint256 indexed jobId, uint256 refund);
+    /// @notice `amount` of job `jobId`'s escrow was credited back to its submitter.
+    event Refunded(uint256 indexed jobId, address indexed submitter, uint256 amount);
+    /// @notice `account` withdrew `amount` of its credits.
+    event Withdrawn(address indexed account, uint256 amount);
+
+    // ---------------------------------------------------------------- submitter
+
+    /// @notice Create a job and pull its escrow with `transferFrom` (approve first).
+    /// Reverts `JobSubmitterNotRegistered`, `JobInvalidShape`, `JobInvalidWindows`,
+    /// `JobInvalidExpiry`, `JobInvalidAuditRate`, `JobEscrowMismatch`.
+    function createJob(JobParams calldata params) external returns (uint256 jobId);
+
+    /// @notice `createJob` with an EIP-2612 permit for the escrow (a failed permit falls back
+    /// to an existing allowance).
+    function createJobWithPermit(JobParams calldata params, uint256 deadline, uint8 v, bytes32 r, bytes32 s)
+        external
+        returns (uint256 jobId);
+
+    /// @notice Submitter only: stop drawing, refund never-drawn tasks at once.
+    function cancelJob(uint256 jobId) external;
+
+    /// @notice Permissionless after the expiry block: as `cancelJob`.
+    function expireJob(uint256 jobId) external;
+
+    // ---------------------------------------------------------------- scheduling
+
+    /// @notice Permissionless: offer the job's next task (pending stack first, then the
+    /// round's next shard, then the aggregation task once every shard task of the round is
+    /// finalized) to a worker drawn from the pool. Reverts `JobNothingToDraw`,
+    /// `JobNoEligibleWorker`, `JobPastExpiry`, `JobNotActive`.
+    function drawTask(uint256 jobId) external returns (uint256 taskId);
+
+    // ---------------------------------------------------------------- worker and auditor
+
+    /// @notice The offered worker accepts before the accept deadline.
+    function acceptTask(uint256 taskId) external;
+
+    /// @notice The worker commits `keccak256(abi.encode(root, resultCid, salt, worker))`
+    /// before the commit deadline; an auditor may be drawn (job's audit rate).
+    function commitResult(uint256 taskId, bytes32 commitment) external;
+
+    /// @notice The auditor commits `keccak256(abi.encode(root, salt, auditor))` before its deadline.
+    function commitAudit(uint256 taskId, bytes32 commitment) external;
+
+    /// @notice The worker reveals (after the auditor's commit, if audited) before the reveal deadline.
+    function revealResult(uint256 taskId, bytes32 root, string calldata resultCid, bytes32 salt) external;
+
+    /// @notice The auditor reveals before the reveal deadline.
+    function revealAudit(uint256 taskId, bytes32 root, bytes32 salt) external;
+
+    // ---------------------------------------------------------------- settlement
+
+    /// @notice Permissionless after the challenge window: pay the worker (and auditor),
+    /// return collateral, record history, advance the round on an aggregation task.
+    function finalize(uint256 taskId) external;
+
+    /// @notice `finalize` for up to `MAX_BATCH` tasks; tasks not finalizable are skipped.
+    /// Returns how many were finalized.
+    function finalizeMany(uint256[] calldata taskIds) external returns (uint256 finalized);
+
+    /// @notice Permissionless after a phase deadline: penalise who was late and move the
+    /// task on (redraw, reassign an auditor, waive the audit or requeue).
+    function timeoutTask(uint256 taskId) external;
+
+    /// @notice Permissionless: close a Pending or Offered task of a job that is no longer
+    /// Active and refund its cost to the submitter.
+    function closeTask(uint256 taskId) external;
+
+    /// @notice DISPUTE_ROLE only: settle a Disputed task. Worker won: the auditor's
+    /// collateral is slashed (winner = worker) and the task is finalized. Worker lost: the
+    /// worker's collateral is slashed (winner = auditor) and the task is requeued.
+    function resolveDispute(uint256 taskId, bool workerWon) external;
+
+    /// @notice Permissionless: credit job `jobId`'s surplus (unused audit fees) to its
+    /// submitter now. Returns the amount.
+    function refundSurplus(uint256 jobId) external returns (uint256 amount);
+
+    /// @notice Withdraw the caller's credits (rewards, audit fees, refunds).
+    function withdraw() external;
+
+    // ---------------------------------------------------------------- views
+
+    /// @notice The stored job.
+    function jobOf(uint256 jobId) external view returns (Job memory);
+
+    /// @notice The stored task (status None if never drawn).
+    function taskOf(uint256 taskId) external view returns (Task memory);
+
+    /// @notice Ids of job `jobId`'s tasks `offset .. offset + limit` in draw order (only tasks
+    /// already given state).
+    function tasksOf(uint256 jobId, uint256 offset, uint256 limit) external view returns (uint256[] memory ids);
+
+    /// @notice Ids of `submitter`'s jobs `offset .. offset + limit`.
+    function jobsOf(address submitter, uint256 offset, uint256 limit) external view returns (uint256[] memory ids);
+
+    /// @notice The id of task `index` of `round` of job `jobId` (pure).
+    function taskId(uint256 jobId, uint32 round, uint32 index) external pure returns (uint256);
+
+    /// @notice `account`'s withdrawable credits.
+    function credits(address account) external view returns (uint256);
+
+    /// @notice Sum of all jobs' escrow.
+    function totalEscrow() external view returns (uint256);
+
+    /// @notice Sum of all withdrawable credits.
+    function totalCredits() external view returns (uint256);
+
+    /// @notice Longest batch `finalizeMany` takes.
+    function MAX_BATCH() external view returns (uint256);
+
+    /// @notice The role of the dispute game.
+    function DISPUTE_ROLE() external view returns (bytes32);
+}

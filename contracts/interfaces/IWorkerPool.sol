@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+/// @title IWorkerPool: who may be drawn for a task, and with what weight
+/// @notice Workers and verifiers join the pool with `joinPool()`. Each member sits in a
+/// sortition sum tree (one for workers, one for verifiers) with weight
+/// `freeStake × reputation`, and weight 0 (out of the tree) while it is at its concurrency
+/// limit, stale (no heartbeat within `livenessWindow` blocks), out of stake or without the
+/// role. Weights are refreshed whenever the market touches a member (draw, accept, task
+/// end) and by anyone through `refresh(account)`.
+///
+/// A draw (`assign`, market only) is rejection sampling: up to `MAX_DRAW_ATTEMPTS`
+/// candidates are drawn from the tree, each with a fresh random derived from the caller's
+/// seed, and the first one that is eligible for the job *right now* (role, device class ≥,
+/// memory ≥, free stake ≥ collateral, heartbeat within the liveness window, under
+/// `maxConcurrent`, not the excluded account) is taken. Region boost: a candidate outside
+/// the job's preferred region (0 = no preference) is taken at once only with probability
+/// `1 / regionBoost`; otherwise sampling goes on, and the first eligible non-preferred
+/// candidate is used if no preferred one turns up within the attempts. The chosen member's
+/// collateral is locked in the StakeManager and its active-task count goes up; `release`
+/// undoes both when the task ends for that member.
+interface IWorkerPool {
+    /// @notice What a task needs from the member drawn for it.
+    /// @param deviceClass minimum device class (numeric compare)
+    /// @param memoryMiB minimum device memory
+    /// @param preferredRegion region code to boost (0 = none)
+    /// @param collateral stake that must be free and is locked on assignment
+    /// @param exclude an account that may not be drawn (the task's worker for an audit)
+    struct Requirements {
+        uint8 deviceClass;
+        uint32 memoryMiB;
+        uint16 preferredRegion;
+        uint256 collateral;
+        address exclude;
+    }
+
+    /// @notice A pool member. `active` counts tasks it is assigned to (offered, running or
+    /// auditing) and never exceeds its `maxConcurrent` (a declared 0 counts as 1). `roles`
+    /// caches the registry roles (ROLE_WORKER | ROLE_VERIFIER bits) read at `joinPool` and
+    /// `refresh`; eligibility at draw time always reads the registry itself.
+    struct Member {
+        bool joined;
+        uint16 active;
+        uint8 roles;
+    }
+
+    /// @notice The caller holds neither the worker nor the verifier role.
+    error PoolRoleMissing(address account);
+    /// @notice The caller is already in the pool.
+    error PoolAlreadyJoined(address account);
+    /// @notice The caller is not in the pool.
+    error PoolNotJoined(address account);
+    /// @notice `release` for a member without active tasks (a market bookkeeping bug).
+    error PoolNoActiveTask(address account);
+    /// @notice Constructor parameters out of range (zero liveness window or boost).
+    error PoolInvalidConfig(uint64 livenessWindow, uint32 regionBoost);
+
+    /// @notice `account` joined the pool.
+    event PoolJoined(address indexed account);
+    /// @notice `account` left the pool (its running tasks go on).
+    event PoolLeft(address indexed account);
+    /// @notice `account`'s weight in the worker (`verifier == false`) or verifier tree is
+    /// now `weight` (0 = out of the tree).
+    event WeightUpdated(address indexed account, bool indexed verifier, uint256 weight);
+    /// @notice `account` was drawn (as a worker, or as an auditor when `verifier`), its
+    /// collateral locked; `active` is its new active-task count.
+    event MemberAssigned(address indexed account, bool indexed verifier, uint256 collateral, uint16 active);
+    /// @notice One of `account`'s tasks ended; `unlocked` collateral was released.
+    event MemberReleased(address indexed account, uint256 unlocked, uint16 active);
+
+    /// @notice Join the pool: the caller enters the worker tree if it holds ROLE_WORKER and
+    /// the verifier tree if it holds ROLE_VERIFIER. Reverts `PoolRoleMissing`,
+    /// `PoolAlreadyJoined`.
+    function joinPool() external;
+
+    /// @notice Leave both trees; tasks already assigned go on. Reverts `PoolNotJoined`.
+    function leavePool() external;
+
+    /// @notice Recompute `account`'s weights from the registry and the StakeManager
+    /// (permissionless; a stale or unstaked member drops out of the trees).
+    function refresh(address account) external;
+
+    /// @notice MARKET_ROLE only. Draw a member eligible for `req` from the worker tree
+    /// (`verifier == false`) or the verifier tree, lock `req.collateral` of its stake and
+    /// count the task. Returns address(0) (and changes nothing) if no eligible member was
+    /// found within `MAX_DRAW_ATTEMPTS`.
+    function assign(bytes32 seed, Requirements calldata req, bool verifier) external returns (address member);
+
+    /// @notice MARKET_ROLE only. One task of `account` ended: unlock `unlock` tokens of its
+    /// collateral (what is left after any penalty or slash), decrement its active count and
+    /// refresh its weights. Reverts `PoolNoActiveTask`.
+    function release(address account, uint256 unlock) external;
+
+    /// @notice Whether `account` could be drawn for `req` in this block.
+    function isEligible(address account, Requirements calldata req, bool verifier) external view returns (bool);
+
+    /// @notice `account`'s pool membership.
+    function memberOf(address account) external view returns (Member memory);
+
+    /// @notice `account`'s current weight in the worker or verifier tree.
+    function weightOf(address account, bool verifier) external view returns (uint256);
+
+    /// @notice Sum of the weights in the worker or verifier tree.
+    function totalWeight(bool verifier) external view returns (uint256);
+
+    /// @notice Blocks a heartbeat stays valid for eligibility.
+    function livenessWindow() external view returns (uint64);
+
+    /// @notice Region boost factor (1 = no boost).
+    function regionBoost() external view returns (uint32);
+
+    /// @notice Candidates sampled per draw before giving up.
+    function MAX_DRAW_ATTEMPTS() external view returns (uint256);
+
+    /// @notice The role the market holds to call `assign` and `release`.
+    function MARKET_ROLE() external view returns (bytes32);
+}

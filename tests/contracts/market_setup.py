@@ -1,0 +1,191 @@
+"""Fixtures and helpers for the JobMarket / WorkerPool tests.
+
+Import explicitly: ``from tests.contracts.market_setup import *``. Builds on the shared
+``token``, ``registry`` and ``stake_manager`` fixtures of ``tests/contracts/conftest.py``
+and deploys the pool and the market over them in the documented order (token, registry,
+stake manager, pool, market) with the documented role grants.
+"""
+
+from __future__ import annotations
+
+import pytest
+from brownie import accounts, chain, web3
+from eth_abi import encode
+
+from tests.contracts.conftest import MARKET_ROLE, PROFILE_CID, PROFILE_HASH, RECORDER_ROLE, role_id
+
+__all__ = [
+    "ROLE_WORKER", "ROLE_VERIFIER", "ROLE_SUBMITTER", "E", "STAKE_AMOUNT", "LIVENESS", "REGION_BOOST",
+    "TIMEOUT_PENALTY_BPS", "AUDITOR_COLLATERAL", "AUDITOR_PENALTY", "DISPUTE_ROLE", "CAP", "TS",
+    "job_params", "commitment", "audit_commitment", "register", "stake", "deploy_pool", "deploy_market",
+    "pool", "job_market", "submitter", "w1", "w2", "v1", "v2", "crew", "new_job", "run_task", "ROOT", "CID", "SALT",
+    "market_isolation",
+]
+
+ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
+E = 10**18
+STAKE_AMOUNT = 1_000 * E
+LIVENESS = 1_000
+REGION_BOOST = 4
+TIMEOUT_PENALTY_BPS = 1_000
+AUDITOR_COLLATERAL = 50 * E
+AUDITOR_PENALTY = 5 * E
+DISPUTE_ROLE = role_id("DISPUTE_ROLE")
+CAP = (1, 24_576, 1_000, 3, 2)  # device class 1, 24 GiB, throughput, region 3, 2 tasks at once
+ROOT = "0x" + "11" * 32
+CID = "bafyresult"
+SALT = "0x" + "22" * 32
+
+
+class TS:
+    """IJobMarket.TaskStatus values."""
+
+    NONE, PENDING, OFFERED, RUNNING, COMMITTED, REVEALED, CHALLENGE, DISPUTED, FINALIZED, CLOSED = range(10)
+
+
+def job_params(**overrides):
+    """A JobParams tuple: 2 shards × 2 rounds, reward 10, audit fee 2, collateral 20 (tokens)."""
+    p = dict(
+        manifestCid="bafymanifest",
+        manifestHash="0x" + "aa" * 32,
+        initialCheckpointCid="bafyinit",
+        initialCheckpointHash="0x" + "bb" * 32,
+        shards=2,
+        rounds=2,
+        rewardPerTask=10 * E,
+        auditFee=2 * E,
+        workerCollateral=20 * E,
+        acceptWindow=5,
+        computeWindow=20,
+        revealWindow=10,
+        challengeWindow=5,
+        deviceClass=1,
+        memoryMiB=16_000,
+        preferredRegion=0,
+        auditRateBps=0,
+        computePerTask=100,
+        expiryBlock=chain.height + 10_000,
+    )
+    p.update(overrides)
+    return tuple(p.values())
+
+
+def escrow_of(params) -> int:
+    shards, rounds, reward, fee = params[4], params[5], params[6], params[7]
+    return (shards + 1) * rounds * (reward + fee)
+
+
+def commitment(root, cid, salt, worker) -> str:
+    return web3.keccak(encode(["bytes32", "string", "bytes32", "address"], [bytes.fromhex(root[2:]), cid, bytes.fromhex(salt[2:]), str(worker)])).to_0x_hex()
+
+
+def audit_commitment(root, salt, auditor) -> str:
+    return web3.keccak(encode(["bytes32", "bytes32", "address"], [bytes.fromhex(root[2:]), bytes.fromhex(salt[2:]), str(auditor)])).to_0x_hex()
+
+
+def register(registry, account, roles, cap=CAP):
+    registry.register(roles, PROFILE_CID, PROFILE_HASH, cap, {"from": account})
+
+
+def stake(token, stake_manager, account, amount=STAKE_AMOUNT, deployer=None):
+    token.mint(account, amount, {"from": deployer})
+    token.approve(stake_manager, amount, {"from": account})
+    stake_manager.stake(amount, {"from": account})
+
+
+def deploy_pool(WorkerPool, registry, stake_manager, deployer):
+    contract = WorkerPool.deploy(registry, stake_manager, LIVENESS, REGION_BOOST, {"from": deployer})
+    stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
+    registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})
+    return contract
+
+
+def deploy_market(JobMarket, token, registry, stake_manager, pool, deployer):
+    contract = JobMarket.deploy(
+        token, registry, stake_manager, pool,
+        (TIMEOUT_PENALTY_BPS, 0, AUDITOR_COLLATERAL, AUDITOR_PENALTY), {"from": deployer},
+    )
+    stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
+    registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})
+    pool.grantRole(pool.MARKET_ROLE(), contract, {"from": deployer})
+    contract.grantRole(DISPUTE_ROLE, deployer, {"from": deployer})
+    return contract
+
+
+@pytest.fixture(scope="module")
+def pool(WorkerPool, registry, stake_manager, deployer):
+    return deploy_pool(WorkerPool, registry, stake_manager, deployer)
+
+
+@pytest.fixture(scope="module")
+def job_market(JobMarket, token, registry, stake_manager, pool, deployer):
+    return deploy_market(JobMarket, token, registry, stake_manager, pool, deployer)
+
+
+@pytest.fixture(scope="module")
+def submitter(accounts, registry, token, job_market, deployer):
+    acct = accounts[5]
+    register(registry, acct, ROLE_SUBMITTER)
+    token.mint(acct, 10_000 * E, {"from": deployer})
+    token.approve(job_market, 2**256 - 1, {"from": acct})
+    return acct
+
+
+@pytest.fixture(scope="module")
+def w1(accounts):
+    return accounts[6]
+
+
+@pytest.fixture(scope="module")
+def w2(accounts):
+    return accounts[7]
+
+
+@pytest.fixture(scope="module")
+def v1(accounts):
+    return accounts[8]
+
+
+@pytest.fixture(scope="module")
+def v2(accounts):
+    return accounts[10]
+
+
+@pytest.fixture(scope="module")
+def crew(w1, w2, v1, v2, registry, token, stake_manager, pool, deployer, submitter):
+    """w1 (worker) and v1 (verifier) registered, staked and in the pool; w2 and v2 only
+    registered and staked (tests add them to the pool when they need a second member)."""
+    register(registry, w1, ROLE_WORKER)
+    register(registry, w2, ROLE_WORKER)
+    register(registry, v1, ROLE_VERIFIER)
+    register(registry, v2, ROLE_VERIFIER)
+    for a in (w1, w2, v1, v2):
+        stake(token, stake_manager, a, deployer=deployer)
+    pool.joinPool({"from": w1})
+    pool.joinPool({"from": v1})
+    return (w1, w2, v1, v2)
+
+
+@pytest.fixture(scope="module")
+def market_isolation(crew):
+    """Depend on this to have the crew set up once per module (then fn_isolation reverts)."""
+    return crew
+
+
+def new_job(job_market, submitter, **overrides):
+    tx = job_market.createJob(job_params(**overrides), {"from": submitter})
+    return tx.return_value, tx
+
+
+def run_task(job_market, job_id, worker, root=ROOT, cid=CID, salt=SALT, finalize=True):
+    """Draw the job's next task and run it to the end as whoever was drawn (`worker` sends the draw)."""
+    tx = job_market.drawTask(job_id, {"from": worker})
+    tid = tx.return_value
+    worker = accounts.at(tx.events["TaskDrawn"]["worker"], force=True)
+    job_market.acceptTask(tid, {"from": worker})
+    job_market.commitResult(tid, commitment(root, cid, salt, worker), {"from": worker})
+    job_market.revealResult(tid, root, cid, salt, {"from": worker})
+    if finalize:
+        chain.mine(job_market.jobOf(job_id).dict()["challengeWindow"] + 1)
+        job_market.finalize(tid, {"from": worker})
+    return tid

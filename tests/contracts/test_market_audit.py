@@ -1,0 +1,115 @@
+"""Audits: auditor drawn at commit, commits before the worker reveals, match → paid, mismatch → Disputed."""
+
+import brownie
+from brownie import chain
+
+from tests.contracts.market_setup import *  # noqa: F401,F403
+
+OTHER = "0x" + "99" * 32
+
+
+def _committed(job_market, submitter, w1):
+    job_id, _ = new_job(job_market, submitter, auditRateBps=10_000)
+    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    job_market.acceptTask(tid, {"from": w1})
+    tx = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    return job_id, tid, tx
+
+
+def test_commit_withAuditRate_drawsAuditorAndLocksItsCollateral(job_market, stake_manager, submitter, w1, v1, market_isolation):
+    _, tid, tx = _committed(job_market, submitter, w1)
+    assert tx.events["AuditorDrawn"]["auditor"] == v1
+    assert job_market.taskOf(tid)[4] == v1
+    assert stake_manager.stakeOf(v1)[1] == AUDITOR_COLLATERAL
+
+
+def test_reveal_beforeAuditCommit_reverts(job_market, submitter, w1, v1, market_isolation):
+    _, tid, _ = _committed(job_market, submitter, w1)
+    with brownie.reverts(f"TaskAuditNotCommitted: {tid}"):
+        job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+
+
+def test_audit_matching_paysAuditorTheFee(job_market, stake_manager, submitter, w1, v1, market_isolation):
+    _, tid, _ = _committed(job_market, submitter, w1)
+    with brownie.reverts(f"TaskNotAuditor: {tid}, {w1.address.lower()}"):
+        job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": w1})
+    tx = job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+    assert "AuditCommitted" in tx.events
+    with brownie.reverts(f"TaskNotAwaitingAudit: {tid}"):
+        job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+    job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    assert job_market.taskOf(tid)[1] == TS.REVEALED
+    with brownie.reverts(f"TaskCommitmentMismatch: {tid}"):
+        job_market.revealAudit(tid, OTHER, SALT, {"from": v1})
+    tx = job_market.revealAudit(tid, ROOT, SALT, {"from": v1})
+    assert "AuditRevealed" in tx.events and "ChallengeWindowOpened" in tx.events
+    with brownie.reverts(f"TaskAuditNotRevealable: {tid}"):
+        job_market.revealAudit(tid, ROOT, SALT, {"from": v1})
+    chain.mine(6)
+    tx = job_market.finalize(tid, {"from": v1})
+    assert tx.events["TaskFinalized"]["auditor"] == v1 and tx.events["TaskFinalized"]["auditFee"] == 2 * E
+    assert job_market.credits(v1) == 2 * E and job_market.credits(submitter) == 0
+    assert stake_manager.stakeOf(v1)[1] == 0
+
+
+def test_auditRevealFirst_thenWorkerReveal_compares(job_market, submitter, w1, v1, market_isolation):
+    _, tid, _ = _committed(job_market, submitter, w1)
+    job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+    job_market.revealAudit(tid, ROOT, SALT, {"from": v1})
+    tx = job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    assert "ChallengeWindowOpened" in tx.events
+
+
+def test_audit_mismatch_movesTaskToDisputed_withFundsLocked(job_market, stake_manager, submitter, w1, v1, market_isolation):
+    job_id, tid, _ = _committed(job_market, submitter, w1)
+    job_market.commitAudit(tid, audit_commitment(OTHER, SALT, v1), {"from": v1})
+    job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    tx = job_market.revealAudit(tid, OTHER, SALT, {"from": v1})
+    ev = tx.events["TaskDisputed"]
+    assert (ev["root"], ev["auditRoot"]) == (ROOT, OTHER)
+    assert job_market.taskOf(tid)[1] == TS.DISPUTED
+    assert stake_manager.stakeOf(w1)[1] == 20 * E and stake_manager.stakeOf(v1)[1] == AUDITOR_COLLATERAL
+    assert job_market.jobOf(job_id).dict()["escrow"] == 6 * 12 * E
+    with brownie.reverts(f"TaskNotInChallengeWindow: {tid}"):
+        job_market.finalize(tid, {"from": w1})
+
+
+def test_resolveDispute_workerWon_slashesAuditorAndPaysWorker(job_market, stake_manager, registry, submitter, deployer, w1, v1, market_isolation):
+    _, tid, _ = _committed(job_market, submitter, w1)
+    job_market.commitAudit(tid, audit_commitment(OTHER, SALT, v1), {"from": v1})
+    job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    job_market.revealAudit(tid, OTHER, SALT, {"from": v1})
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(DISPUTE_ROLE[2:])}"):
+        job_market.resolveDispute(tid, True, {"from": w1})
+    tx = job_market.resolveDispute(tid, True, {"from": deployer})
+    assert tx.events["DisputeResolved"]["slashed"] == AUDITOR_COLLATERAL
+    assert job_market.taskOf(tid)[1] == TS.FINALIZED
+    assert job_market.credits(w1) == 10 * E and job_market.jobOf(tid >> 64).dict()["surplus"] == 2 * E
+    assert stake_manager.stakeOf(v1)[1] == 0 and stake_manager.stakeOf(w1)[1] == 0
+    assert stake_manager.credits(w1) == AUDITOR_COLLATERAL // 2
+    assert registry.identityOf(v1).dict()["history"]["disputesLost"] == 1
+    with brownie.reverts(f"TaskNotDisputed: {tid}"):
+        job_market.resolveDispute(tid, True, {"from": deployer})
+
+
+def test_resolveDispute_workerLost_slashesWorkerAndRequeues(job_market, stake_manager, submitter, deployer, w1, v1, market_isolation):
+    job_id, tid, _ = _committed(job_market, submitter, w1)
+    job_market.commitAudit(tid, audit_commitment(OTHER, SALT, v1), {"from": v1})
+    job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    job_market.revealAudit(tid, OTHER, SALT, {"from": v1})
+    tx = job_market.resolveDispute(tid, False, {"from": deployer})
+    assert tx.events["DisputeResolved"]["slashed"] == 20 * E
+    # the only worker is excluded from the redraw, so the task waits on the pending stack
+    assert "TaskRequeued" in tx.events and job_market.taskOf(tid)[1] == TS.PENDING
+    assert job_market.jobOf(job_id).dict()["pendingCount"] == 1
+    assert stake_manager.credits(v1) == 10 * E
+    assert stake_manager.stakeOf(w1)[0] == STAKE_AMOUNT - 20 * E
+    # redrawn first
+    assert job_market.drawTask(job_id, {"from": w1}).return_value == tid
+
+
+def test_noEligibleAuditor_waivesAudit(job_market, pool, submitter, w1, v1, market_isolation):
+    pool.leavePool({"from": v1})
+    _, tid, tx = _committed(job_market, submitter, w1)
+    assert "AuditWaived" in tx.events and job_market.taskOf(tid)[4] == "0x" + "00" * 20
+    job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})

@@ -1,0 +1,118 @@
+"""One task's life and whole jobs: draw → accept → commit → reveal → finalize, rounds, aggregation."""
+
+import brownie
+from brownie import chain
+
+from tests.contracts.market_setup import *  # noqa: F401,F403
+
+
+def test_createJob_pullsEscrowAndEmitsCounts(job_market, token, submitter, market_isolation):
+    before = token.balanceOf(submitter)
+    job_id, tx = new_job(job_market, submitter, shards=3, rounds=2)
+    escrow = 4 * 2 * 12 * E
+    assert token.balanceOf(submitter) == before - escrow
+    assert job_market.totalEscrow() == escrow
+    ev = tx.events["JobCreated"]
+    assert (ev["jobId"], ev["shards"], ev["rounds"], ev["taskCount"], ev["escrow"]) == (job_id, 3, 2, 8, escrow)
+    job = job_market.jobOf(job_id).dict()
+    assert job["status"] == 1 and job["escrow"] == escrow and job["checkpointCid"] == "bafyinit"
+
+
+def test_oneTask_fullLife_paysWorkerAndRefundsUnusedAuditFee(job_market, token, registry, stake_manager, pool, submitter, w1, market_isolation):
+    job_id, _ = new_job(job_market, submitter)
+    tx = job_market.drawTask(job_id, {"from": w1})
+    tid = tx.return_value
+    assert tid == job_market.taskId(job_id, 0, 0) == (job_id << 64)
+    assert tx.events["TaskDrawn"]["worker"] == w1
+    assert stake_manager.stakeOf(w1)[1] == 20 * E  # collateral locked at draw
+    assert job_market.taskOf(tid)[1] == TS.OFFERED
+    tx = job_market.acceptTask(tid, {"from": w1})
+    assert "TaskAccepted" in tx.events and job_market.taskOf(tid)[1] == TS.RUNNING
+    c = commitment(ROOT, CID, SALT, w1)
+    tx = job_market.commitResult(tid, c, {"from": w1})
+    assert tx.events["ResultCommitted"]["commitment"] == c and job_market.taskOf(tid)[1] == TS.COMMITTED
+    tx = job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    assert tx.events["ResultRevealed"]["resultCid"] == CID
+    assert "ChallengeWindowOpened" in tx.events and job_market.taskOf(tid)[1] == TS.CHALLENGE
+    with brownie.reverts(f"TaskChallengeWindowOpen: {tid}, {tx.events['ChallengeWindowOpened']['deadline']}"):
+        job_market.finalize(tid, {"from": w1})
+    chain.mine(6)
+    tx = job_market.finalize(tid, {"from": w1})
+    assert tx.events["TaskFinalized"]["reward"] == 10 * E
+    assert job_market.credits(w1) == 10 * E
+    # the unused audit fee is the job's surplus until refunded
+    assert job_market.jobOf(job_id).dict()["surplus"] == 2 * E
+    tx = job_market.refundSurplus(job_id, {"from": w1})
+    assert tx.events["Refunded"]["amount"] == 2 * E and job_market.credits(submitter) == 2 * E
+    with brownie.reverts("JobNotFound: 77"):
+        job_market.refundSurplus(77, {"from": w1})
+    assert stake_manager.stakeOf(w1)[1] == 0
+    assert registry.identityOf(w1).dict()["history"]["tasksDone"] == 1
+    assert registry.identityOf(w1).dict()["history"]["computeContributed"] == 100
+    with brownie.reverts(f"TaskNotInChallengeWindow: {tid}"):
+        job_market.finalize(tid, {"from": w1})  # never paid twice
+    before = token.balanceOf(w1)
+    tx = job_market.withdraw({"from": w1})
+    assert tx.events["Withdrawn"]["amount"] == 10 * E and token.balanceOf(w1) == before + 10 * E
+    with brownie.reverts(f"MarketNothingToWithdraw: {w1.address.lower()}"):
+        job_market.withdraw({"from": w1})
+
+
+def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, token, submitter, w1, market_isolation):
+    job_id, _ = new_job(job_market, submitter, shards=2, rounds=2)
+    run_task(job_market, job_id, w1)
+    # the aggregation task waits for every shard task of the round
+    t1 = job_market.drawTask(job_id, {"from": w1}).return_value
+    with brownie.reverts(f"JobNothingToDraw: {job_id}"):
+        job_market.drawTask(job_id, {"from": w1})
+    job_market.acceptTask(t1, {"from": w1})
+    job_market.commitResult(t1, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.revealResult(t1, ROOT, CID, SALT, {"from": w1})
+    chain.mine(6)
+    job_market.finalize(t1, {"from": w1})
+    agg_root = "0x" + "cc" * 32
+    agg = job_market.drawTask(job_id, {"from": w1}).return_value
+    assert agg == job_market.taskId(job_id, 0, 2)
+    job_market.acceptTask(agg, {"from": w1})
+    job_market.commitResult(agg, commitment(agg_root, "bafyround1", SALT, w1), {"from": w1})
+    job_market.revealResult(agg, agg_root, "bafyround1", SALT, {"from": w1})
+    chain.mine(6)
+    tx = job_market.finalize(agg, {"from": w1})
+    ev = tx.events["RoundAdvanced"]
+    assert (ev["round"], ev["checkpointCid"], ev["checkpointHash"]) == (1, "bafyround1", agg_root)
+    job = job_market.jobOf(job_id).dict()
+    assert (job["currentRound"], job["checkpointCid"], job["checkpointHash"]) == (1, "bafyround1", agg_root)
+    for _ in range(2):
+        run_task(job_market, job_id, w1)
+    t = run_task(job_market, job_id, w1)
+    assert t == job_market.taskId(job_id, 1, 2)
+    job = job_market.jobOf(job_id).dict()
+    assert job["status"] == 2 and job["escrow"] == 0
+    assert job_market.totalEscrow() == 0
+    assert token.balanceOf(job_market) == job_market.totalCredits() == 6 * 12 * E
+    with brownie.reverts(f"JobNotActive: {job_id}, 2"):
+        job_market.drawTask(job_id, {"from": w1})
+
+
+def test_tasksOf_and_jobsOf_paginate(job_market, submitter, w1, market_isolation):
+    job_id, _ = new_job(job_market, submitter, shards=3)
+    job2, _ = new_job(job_market, submitter)
+    assert list(job_market.jobsOf(submitter, 0, 10)) == [job_id, job2]
+    assert list(job_market.jobsOf(submitter, 1, 1)) == [job2]
+    assert list(job_market.jobsOf(submitter, 5, 1)) == []
+    assert list(job_market.tasksOf(job_id, 0, 10)) == []
+    job_market.drawTask(job_id, {"from": w1})
+    job_market.drawTask(job_id, {"from": w1})
+    assert list(job_market.tasksOf(job_id, 0, 10)) == [job_market.taskId(job_id, 0, 0), job_market.taskId(job_id, 0, 1)]
+    assert list(job_market.tasksOf(job_id, 1, 1)) == [job_market.taskId(job_id, 0, 1)]
+
+
+def test_finalizeMany_finalizesReadyTasks_andSkipsOthers(job_market, submitter, w1, w2, pool, market_isolation):
+    pool.joinPool({"from": w2})
+    job_id, _ = new_job(job_market, submitter, shards=3)
+    ids = [run_task(job_market, job_id, w1, finalize=False) for _ in range(2)]
+    chain.mine(6)
+    tx = job_market.finalizeMany(ids + [12345], {"from": w1})
+    assert tx.return_value == 2 and len(tx.events["TaskFinalized"]) == 2
+    with brownie.reverts(f"MarketBatchTooLarge: 33, 32"):
+        job_market.finalizeMany([1] * 33, {"from": w1})

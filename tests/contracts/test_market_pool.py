@@ -1,0 +1,95 @@
+"""WorkerPool: membership, weights (stake × reputation), eligibility at draw time, concurrency, region boost."""
+
+import brownie
+from brownie import chain
+
+from tests.contracts.market_setup import *  # noqa: F401,F403
+
+
+def test_joinPool_entersWorkerTree_withStakeTimesReputation(pool, registry, stake_manager, w2, market_isolation):
+    tx = pool.joinPool({"from": w2})
+    assert "PoolJoined" in tx.events
+    assert pool.weightOf(w2, False) == STAKE_AMOUNT * 5_000
+    assert pool.weightOf(w2, True) == 0
+    with brownie.reverts(f"PoolAlreadyJoined: {w2.address.lower()}"):
+        pool.joinPool({"from": w2})
+
+
+def test_joinPool_withoutRole_reverts(pool, submitter, market_isolation):
+    with brownie.reverts(f"PoolRoleMissing: {submitter.address.lower()}"):
+        pool.joinPool({"from": submitter})
+
+
+def test_leavePool_removesWeight_andTwiceReverts(pool, w1, market_isolation):
+    tx = pool.leavePool({"from": w1})
+    assert "PoolLeft" in tx.events and pool.weightOf(w1, False) == 0
+    with brownie.reverts(f"PoolNotJoined: {w1.address.lower()}"):
+        pool.leavePool({"from": w1})
+
+
+def test_refresh_dropsStaleMember_andHeartbeatRestores(pool, registry, w1, market_isolation):
+    chain.mine(LIVENESS + 1)
+    tx = pool.refresh(w1, {"from": w1})
+    assert tx.events["WeightUpdated"]["weight"] == 0 and pool.totalWeight(False) == 0
+    registry.heartbeat({"from": w1})
+    pool.refresh(w1, {"from": w1})
+    assert pool.weightOf(w1, False) > 0
+
+
+def test_refresh_followsUnstake(pool, stake_manager, w1, market_isolation):
+    stake_manager.requestUnstake(STAKE_AMOUNT // 2, {"from": w1})
+    pool.refresh(w1, {"from": w1})
+    assert pool.weightOf(w1, False) == STAKE_AMOUNT // 2 * 5_000
+
+
+def test_workerAtConcurrencyLimit_leavesTreeUntilTaskEnds(job_market, pool, submitter, w1, market_isolation):
+    job_id, _ = new_job(job_market, submitter, shards=3)
+    a = job_market.drawTask(job_id, {"from": w1}).return_value
+    job_market.drawTask(job_id, {"from": w1})
+    assert pool.memberOf(w1)[1] == 2 and pool.weightOf(w1, False) == 0  # maxConcurrent == 2
+    with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_market.taskId(job_id, 0, 2)}"):
+        job_market.drawTask(job_id, {"from": w1})
+    chain.mine(6)
+    job_market.timeoutTask(a, {"from": w1})  # requeued (w1 excluded, nobody else)
+    assert pool.memberOf(w1)[1] == 1 and pool.weightOf(w1, False) > 0
+
+
+def test_draw_checksDeviceMemoryAndCollateral(job_market, pool, submitter, w1, market_isolation):
+    req_ok = (1, 16_000, 0, 20 * E, "0x" + "00" * 20)
+    assert pool.isEligible(w1, req_ok, False)
+    assert not pool.isEligible(w1, (2, 16_000, 0, 0, "0x" + "00" * 20), False)
+    assert not pool.isEligible(w1, (1, 32_000, 0, 0, "0x" + "00" * 20), False)
+    assert not pool.isEligible(w1, (1, 16_000, 0, 2 * STAKE_AMOUNT, "0x" + "00" * 20), False)
+    assert not pool.isEligible(w1, (1, 16_000, 0, 0, w1.address), False)
+    job_id, _ = new_job(job_market, submitter, memoryMiB=32_000)
+    with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_id << 64}"):
+        job_market.drawTask(job_id, {"from": w1})
+
+
+def test_regionBoost_prefersWorkersInPreferredRegion(job_market, pool, registry, stake_manager, token, deployer, submitter, w1, accounts, market_isolation):
+    near, far = accounts[11], accounts[12]
+    pool.leavePool({"from": w1})
+    for acct, region in ((near, 3), (far, 9)):
+        register(registry, acct, ROLE_WORKER, cap=(1, 24_576, 1_000, region, 255))
+        stake(token, stake_manager, acct, deployer=deployer)
+        pool.joinPool({"from": acct})
+    draws = 30
+    job_id, _ = new_job(job_market, submitter, shards=draws, preferredRegion=3, acceptWindow=1_000, workerCollateral=0)
+    drawn = [job_market.drawTask(job_id, {"from": far}).events["TaskDrawn"]["worker"] for _ in range(draws)]
+    # equal weights: without a boost near gets ~50 %; with boost 4 a far candidate is kept
+    # only 1 time in 4, so near gets ~80 % (mean 24 of 30; 18 is ~3 standard deviations low)
+    assert drawn.count(near) >= 18
+
+
+def test_assignAndRelease_onlyMarketRole(pool, deployer, w1, market_isolation):
+    role = pool.MARKET_ROLE()
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(role.hex().removeprefix('0x'))}"):
+        pool.release(w1, 0, {"from": w1})
+    pool.grantRole(role, deployer, {"from": deployer})
+    with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
+        pool.release(w1, 0, {"from": deployer})
+
+
+def test_constructor_zeroLiveness_reverts(WorkerPool, registry, stake_manager, deployer, market_isolation):
+    with brownie.reverts("PoolInvalidConfig: 0, 4"):
+        WorkerPool.deploy(registry, stake_manager, 0, 4, {"from": deployer})

@@ -1,0 +1,208 @@
+"""invariant_market_tokensConserved: random sequences of stake / unstake / withdraw / create /
+draw / accept / commit / audit / reveal / timeout / finalize / dispute / cancel / close across
+several accounts; after every step tokens are conserved and no task is paid twice."""
+
+from collections import Counter
+
+from brownie import chain
+from brownie.exceptions import VirtualMachineError
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+
+from tests.contracts.market_setup import *  # noqa: F401,F403
+
+OTHER = "0x" + "99" * 32
+
+
+
+def _try(fn, *args):
+    try:
+        return fn(*args)
+    except VirtualMachineError:
+        return None
+
+
+def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool, registry, submitter, deployer, w1, w2, v1, v2, market_isolation):
+    pool.joinPool({"from": w2})
+    pool.joinPool({"from": v2})
+    actors = [submitter, w1, w2, v1, v2]
+    stakers = [w1, w2, v1, v2]
+
+    class Market(RuleBasedStateMachine):
+        def __init__(self):
+            super().__init__()
+            self.snap = chain.snapshot()
+            self.jobs = []
+            self.tasks = []
+            self.paid = Counter()
+
+        def teardown(self):
+            chain.revert()
+
+        def _tx(self, fn, *args):
+            tx = _try(fn, *args)
+            if tx is not None:
+                for ev in tx.events:
+                    if ev.name == "TaskDrawn" and ev["taskId"] not in self.tasks:
+                        self.tasks.append(ev["taskId"])
+                    if ev.name == "TaskFinalized":
+                        self.paid[ev["taskId"]] += 1
+            return tx
+
+        def _task(self, i):
+            return self.tasks[i % len(self.tasks)] if self.tasks else None
+
+        @initialize(audit=st.sampled_from([0, 10_000]))
+        def first_job(self, audit):
+            self.create(2, 2, audit)
+            self.draw(0)
+
+        def create(self, shards, rounds, audit):
+            tx = self._tx(job_market.createJob, job_params(shards=shards, rounds=rounds, auditRateBps=audit, expiryBlock=chain.height + 300), {"from": submitter})
+            if tx is not None:
+                self.jobs.append(tx.return_value)
+
+        def draw(self, i):
+            if self.jobs:
+                self._tx(job_market.drawTask, self.jobs[i % len(self.jobs)], {"from": submitter})
+
+        def accept(self, i):
+            tid = self._task(i)
+            if tid is not None:
+                self._tx(job_market.acceptTask, tid, {"from": job_market.taskOf(tid)[0]})
+
+        def commit(self, i):
+            tid = self._task(i)
+            if tid is not None:
+                worker = job_market.taskOf(tid)[0]
+                self._tx(job_market.commitResult, tid, commitment(ROOT, CID, SALT, worker), {"from": worker})
+
+        def audit_commit(self, i, honest):
+            tid = self._task(i)
+            if tid is not None:
+                auditor = job_market.taskOf(tid)[4]
+                if int(auditor, 16):
+                    self._tx(job_market.commitAudit, tid, audit_commitment(ROOT if honest else OTHER, SALT, auditor), {"from": auditor})
+
+        def reveal(self, i):
+            tid = self._task(i)
+            if tid is not None:
+                self._tx(job_market.revealResult, tid, ROOT, CID, SALT, {"from": job_market.taskOf(tid)[0]})
+
+        def audit_reveal(self, i, root):
+            tid = self._task(i)
+            if tid is not None:
+                auditor = job_market.taskOf(tid)[4]
+                if int(auditor, 16):
+                    self._tx(job_market.revealAudit, tid, root, SALT, {"from": auditor})
+
+        def mine(self, n):
+            chain.mine(n)
+
+        def timeout(self, i):
+            tid = self._task(i)
+            if tid is not None:
+                self._tx(job_market.timeoutTask, tid, {"from": submitter})
+
+        def finalize(self, i):
+            tid = self._task(i)
+            if tid is not None:
+                self._tx(job_market.finalize, tid, {"from": submitter})
+
+        def resolve(self, i, worker_won):
+            tid = self._task(i)
+            if tid is not None:
+                self._tx(job_market.resolveDispute, tid, worker_won, {"from": deployer})
+
+        def cancel(self, i):
+            if self.jobs:
+                self._tx(job_market.cancelJob, self.jobs[i % len(self.jobs)], {"from": submitter})
+
+        def expire(self, i):
+            if self.jobs:
+                self._tx(job_market.expireJob, self.jobs[i % len(self.jobs)], {"from": submitter})
+
+        def close(self, i):
+            tid = self._task(i)
+            if tid is not None:
+                self._tx(job_market.closeTask, tid, {"from": submitter})
+
+        def surplus(self, i):
+            if self.jobs:
+                self._tx(job_market.refundSurplus, self.jobs[i % len(self.jobs)], {"from": submitter})
+
+        def stake_more(self, a, amount):
+            token.mint(a, amount * E, {"from": deployer})
+            token.approve(stake_manager, amount * E, {"from": a})
+            self._tx(stake_manager.stake, amount * E, {"from": a})
+
+        def unstake(self, a, amount):
+            self._tx(stake_manager.requestUnstake, amount * E, {"from": a})
+            self._tx(pool.refresh, a, {"from": a})
+
+        def withdraw_unstaked(self, a):
+            self._tx(stake_manager.withdrawUnstaked, {"from": a})
+
+        def withdraw(self, a):
+            self._tx(job_market.withdraw, {"from": a})
+            self._tx(stake_manager.withdraw, {"from": a})
+
+        def advance(self, i, honest):
+            """Move task i one natural step on (accept, commit, audit, reveal, finalize)."""
+            tid = self._task(i)
+            if tid is None:
+                return
+            status, auditor, flags = job_market.taskOf(tid)[1], job_market.taskOf(tid)[4], job_market.taskOf(tid)[3]
+            if status == TS.OFFERED:
+                self.accept(i)
+            elif status == TS.RUNNING:
+                self.commit(i)
+            elif status == TS.COMMITTED and int(auditor, 16) and not flags & 1:
+                self.audit_commit(i, honest)
+            elif status == TS.COMMITTED:
+                self.reveal(i) if honest or flags & 2 else self.audit_reveal(i, ROOT)
+            elif status == TS.REVEALED:
+                self.audit_reveal(i, ROOT)
+            elif status == TS.CHALLENGE:
+                chain.mine(6)
+                self.finalize(i)
+            elif status == TS.DISPUTED:
+                self.resolve(i, honest)
+
+        @rule(action=st.integers(0, 19), i=st.integers(0, 50), flag=st.booleans(), n=st.integers(1, 25),
+              a=st.sampled_from(stakers), b=st.sampled_from(actors))
+        def step(self, action, i, flag, n, a, b):
+            """One random action; half of the draws advance some task along its life."""
+            if action < 8:
+                for _ in range(1 + n % 6):  # several steps of one task's life in a row
+                    self.advance(i, flag or action < 6)
+                return
+            [
+                lambda: self.create(1 + i % 3, 1 + n % 2, [0, 5_000, 10_000][i % 3]),
+                lambda: self.draw(i),
+                lambda: self.mine(n),
+                lambda: self.timeout(i),
+                lambda: self.cancel(i) if n == 1 else self.mine(n),
+                lambda: self.expire(i),
+                lambda: self.close(i),
+                lambda: self.surplus(i),
+                lambda: self.stake_more(a, n * 10),
+                lambda: self.unstake(a, n * 30),
+                lambda: self.withdraw_unstaked(a),
+                lambda: self.withdraw(b),
+            ][action - 8]()
+
+        @invariant()
+        def tokens_conserved(self):
+            holders = actors + [job_market, stake_manager, pool, deployer]
+            assert sum(token.balanceOf(h) for h in holders) + token.totalBurned() == token.totalMinted()
+            assert token.balanceOf(job_market) == job_market.totalEscrow() + job_market.totalCredits()
+            assert token.balanceOf(stake_manager) == stake_manager.totalStaked() + stake_manager.totalCredits()
+            assert sum(job_market.jobOf(j).dict()["escrow"] for j in self.jobs) == job_market.totalEscrow()
+
+        @invariant()
+        def no_task_paid_twice(self):
+            assert all(n == 1 for n in self.paid.values())
+
+    run_state_machine_as_test(Market, settings=settings(max_examples=12, stateful_step_count=40, deadline=None))

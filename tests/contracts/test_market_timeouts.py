@@ -1,0 +1,137 @@
+"""Timeouts: every deadline has a permissionless call that penalises who was late and moves the task on."""
+
+import brownie
+from brownie import chain
+
+from tests.contracts.market_setup import *  # noqa: F401,F403
+
+
+def _drawn(job_market, submitter, w1, **kw):
+    job_id, _ = new_job(job_market, submitter, **kw)
+    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    return job_id, tid
+
+
+def test_timeout_beforeDeadline_reverts(job_market, submitter, w1, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1)
+    with brownie.reverts(f"TaskDeadlineNotPassed: {tid}, {job_market.taskOf(tid)[2]}"):
+        job_market.timeoutTask(tid, {"from": submitter})
+
+
+def test_timeout_ofUndrawnTask_reverts(job_market, submitter, w1, market_isolation):
+    job_id, _ = new_job(job_market, submitter)
+    tid = job_market.taskId(job_id, 0, 0)
+    with brownie.reverts(f"TaskNotTimeoutable: {tid}, 0"):
+        job_market.timeoutTask(tid, {"from": submitter})
+
+
+def test_accept_afterWindow_reverts(job_market, submitter, w1, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1)
+    deadline = job_market.taskOf(tid)[2]
+    chain.mine(6)
+    with brownie.reverts(f"TaskDeadlinePassed: {tid}, {deadline}"):
+        job_market.acceptTask(tid, {"from": w1})
+
+
+def test_accept_byOtherAccount_reverts(job_market, submitter, w1, w2, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1)
+    with brownie.reverts(f"TaskNotWorker: {tid}, {w2.address.lower()}"):
+        job_market.acceptTask(tid, {"from": w2})
+    job_market.acceptTask(tid, {"from": w1})
+    with brownie.reverts(f"TaskNotOffered: {tid}"):
+        job_market.acceptTask(tid, {"from": w1})
+
+
+def test_acceptTimeout_redrawsToAnotherWorker(job_market, registry, stake_manager, pool, submitter, w1, w2, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1)
+    pool.joinPool({"from": w2})
+    chain.mine(6)
+    tx = job_market.timeoutTask(tid, {"from": submitter})
+    assert tx.events["TaskTimedOut"]["account"] == w1 and tx.events["TaskTimedOut"]["phase"] == TS.OFFERED
+    assert tx.events["TaskDrawn"]["worker"] == w2  # the late worker is excluded
+    assert stake_manager.stakeOf(w1)[1] == 0 and stake_manager.stakeOf(w2)[1] == 20 * E
+    assert registry.identityOf(w1).dict()["history"]["tasksTimedOut"] == 1
+
+
+def test_commitTimeout_penalisesWorkerToSubmitter_andRequeues(job_market, stake_manager, submitter, w1, market_isolation):
+    job_id, tid = _drawn(job_market, submitter, w1)
+    job_market.acceptTask(tid, {"from": w1})
+    chain.mine(21)
+    with brownie.reverts(f"TaskDeadlinePassed: {tid}, {job_market.taskOf(tid)[2]}"):
+        job_market.commitResult(tid, ROOT, {"from": w1})
+    tx = job_market.timeoutTask(tid, {"from": submitter})
+    assert tx.events["TaskTimedOut"]["penalty"] == 2 * E  # 10 % of the collateral
+    assert stake_manager.credits(submitter) == 2 * E
+    assert stake_manager.stakeOf(w1)[1] == 0
+    assert "TaskRequeued" in tx.events and job_market.jobOf(job_id).dict()["pendingCount"] == 1
+
+
+def test_revealTimeout_penalisesWorker(job_market, stake_manager, submitter, w1, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1)
+    job_market.acceptTask(tid, {"from": w1})
+    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    with brownie.reverts(f"TaskCommitmentMismatch: {tid}"):
+        job_market.revealResult(tid, ROOT, "other", SALT, {"from": w1})
+    chain.mine(11)
+    tx = job_market.timeoutTask(tid, {"from": submitter})
+    assert tx.events["TaskTimedOut"]["phase"] == TS.COMMITTED and tx.events["TaskTimedOut"]["account"] == w1
+    assert job_market.taskOf(tid)[1] == TS.PENDING
+
+
+def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_manager, pool, registry, submitter, w1, v1, v2, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
+    job_market.acceptTask(tid, {"from": w1})
+    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    pool.leavePool({"from": v1})
+    pool.joinPool({"from": v2})
+    chain.mine(21)
+    tx = job_market.timeoutTask(tid, {"from": submitter})
+    assert tx.events["TaskTimedOut"]["account"] == v1 and tx.events["TaskTimedOut"]["penalty"] == AUDITOR_PENALTY
+    assert tx.events["AuditorDrawn"]["auditor"] == v2
+    assert stake_manager.stakeOf(v1)[1] == 0 and stake_manager.credits(submitter) == AUDITOR_PENALTY
+    assert registry.identityOf(v1).dict()["history"]["tasksTimedOut"] == 1
+    pool.leavePool({"from": v2})
+    chain.mine(21)
+    tx = job_market.timeoutTask(tid, {"from": submitter})
+    assert "AuditWaived" in tx.events
+    job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    chain.mine(6)
+    job_market.finalize(tid, {"from": w1})
+    job_market.refundSurplus(tid >> 64, {"from": w1})
+    assert job_market.credits(submitter) == 2 * E  # the unused audit fee
+
+
+def test_auditRevealTimeout_penalisesAuditor_andResultStands(job_market, stake_manager, submitter, w1, v1, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
+    job_market.acceptTask(tid, {"from": w1})
+    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+    job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    chain.mine(11)
+    tx = job_market.timeoutTask(tid, {"from": submitter})
+    assert tx.events["TaskTimedOut"]["account"] == v1 and "ChallengeWindowOpened" in tx.events
+    assert stake_manager.stakeOf(v1)[1] == 0
+    with brownie.reverts(f"TaskAuditNotRevealable: {tid}"):
+        job_market.revealAudit(tid, ROOT, SALT, {"from": v1})
+
+
+def test_commitAndReveal_wrongStateOrCaller_revert(job_market, submitter, w1, w2, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1)
+    with brownie.reverts(f"TaskNotRunning: {tid}"):
+        job_market.commitResult(tid, ROOT, {"from": w1})
+    with brownie.reverts(f"TaskNotCommitted: {tid}"):
+        job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    with brownie.reverts(f"TaskNotAwaitingAudit: {tid}"):
+        job_market.commitAudit(tid, ROOT, {"from": w1})
+    job_market.acceptTask(tid, {"from": w1})
+    with brownie.reverts(f"TaskNotWorker: {tid}, {w2.address.lower()}"):
+        job_market.commitResult(tid, ROOT, {"from": w2})
+
+
+def test_auditCommit_afterDeadline_reverts(job_market, submitter, w1, v1, market_isolation):
+    _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
+    job_market.acceptTask(tid, {"from": w1})
+    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    chain.mine(21)
+    with brownie.reverts(f"TaskDeadlinePassed: {tid}, {job_market.taskOf(tid)[2]}"):
+        job_market.commitAudit(tid, ROOT, {"from": v1})

@@ -1,0 +1,115 @@
+"""Deploy the whole contract stack, wire its roles, and record it in ``deployments/``.
+
+Running it twice against the same chain reuses what is there: a contract whose recorded
+code is still at its address is not deployed again, and a role already granted is not
+granted again. A restarted devnet has lost the code, so everything is deployed afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+
+from truetrain.chain.client import ChainClient
+from truetrain.chain.deployment import (
+    DeployedContract, Deployment, codehash, is_live, read_deployment, write_deployment,
+)
+from truetrain.errors import DeploymentError
+from truetrain.paths import DEPLOYMENTS
+
+
+@dataclass(frozen=True)
+class StackParams:
+    """Deployment parameters; defaults suit a local devnet."""
+
+    devnet: bool = True
+    unbonding_delay_blocks: int = 20
+    liveness_window_blocks: int = 1_000
+    region_boost: int = 4
+    #: JobMarket.MarketConfig: share of collateral a late worker loses (bps), the same for an
+    #: offer left unanswered, and the auditor's collateral and timeout penalty (wei).
+    timeout_penalty_bps: int = 1_000
+    accept_penalty_bps: int = 0
+    auditor_collateral: int = 50 * 10**18
+    auditor_penalty: int = 5 * 10**18
+
+    def market_config(self) -> tuple:
+        return (self.timeout_penalty_bps, self.accept_penalty_bps, self.auditor_collateral, self.auditor_penalty)
+
+
+@dataclass(frozen=True)
+class Step:
+    key: str
+    contract: str
+    args: Callable[[dict[str, str], StackParams], tuple]
+
+
+@dataclass(frozen=True)
+class Grant:
+    on: str           # key of the contract whose role is granted
+    role: str         # name of the public bytes32 constant, e.g. "MARKET_ROLE"
+    to: str           # key of the contract that receives it
+
+
+STEPS: list[Step] = [
+    Step("token", "TrainToken", lambda d, p: (p.devnet,)),
+    Step("registry", "IdentityRegistry", lambda d, p: ()),
+    Step("stake", "StakeManager", lambda d, p: (d["token"], p.unbonding_delay_blocks)),
+    Step("pool", "WorkerPool", lambda d, p: (d["registry"], d["stake"], p.liveness_window_blocks, p.region_boost)),
+    Step("market", "JobMarket", lambda d, p: (d["token"], d["registry"], d["stake"], d["pool"], p.market_config())),
+]
+#: The pool locks collateral and records history for draws; the market for task outcomes.
+GRANTS: list[Grant] = [
+    Grant("stake", "MARKET_ROLE", "pool"),
+    Grant("registry", "RECORDER_ROLE", "pool"),
+    Grant("stake", "MARKET_ROLE", "market"),
+    Grant("registry", "RECORDER_ROLE", "market"),
+    Grant("pool", "MARKET_ROLE", "market"),
+]
+
+
+@dataclass
+class DeployReport:
+    deployment: Deployment
+    deployed: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    granted: list[str] = field(default_factory=list)
+
+
+def deploy_stack(client: ChainClient, deployer: LocalAccount, params: StackParams = StackParams(),
+                 *, steps: list[Step] = STEPS, grants: list[Grant] = GRANTS,
+                 folder: Path = DEPLOYMENTS) -> DeployReport:
+    """Deploy what is missing, grant what is not granted, write the deployment file."""
+    w3 = client.w3
+    chain_id = w3.eth.chain_id
+    try:
+        previous = read_deployment(chain_id, folder)
+    except DeploymentError:
+        previous = None
+    if previous is not None and not is_live(w3, previous):
+        previous = None
+    deployment = previous or Deployment(chain_id, w3.eth.block_number)
+    report = DeployReport(deployment)
+    addresses = {k: c.address for k, c in deployment.contracts.items()}
+    for step in steps:
+        if step.key in addresses:
+            report.reused.append(step.key)
+            continue
+        contract, _ = client.deploy(step.contract, *step.args(addresses, params), sender=deployer)
+        addresses[step.key] = contract.address
+        deployment.contracts[step.key] = DeployedContract(step.contract, contract.address, codehash(w3, contract.address))
+        report.deployed.append(step.key)
+    names = {s.key: s.contract for s in steps}
+    for grant in grants:
+        target = client.contract(names[grant.on], addresses[grant.on])
+        role = client.call(getattr(target.functions, grant.role)())
+        grantee = Web3.to_checksum_address(addresses[grant.to])
+        if not client.call(target.functions.hasRole(role, grantee)):
+            client.transact(target.functions.grantRole(role, grantee), deployer)
+            report.granted.append(f"{grant.on}.{grant.role} -> {grant.to}")
+    write_deployment(deployment, folder)
+    return report
