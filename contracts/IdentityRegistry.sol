@@ -18,7 +18,36 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
     /// @inheritdoc IIdentityRegistry
     uint256 public constant MAX_PROFILE_CID_BYTES = 128;
 
-    mapping(address account => Identity) private _identities;
+    /// @dev Storage layout of an Identity, packed so that one completed task (tasksDone,
+    /// computeContributed, reputation) reads and writes ONE slot that is already non-zero
+    /// (`registered`). identityOf rebuilds the interface's Identity from it.
+    struct Record {
+        // slot 0: what recordTaskCompleted and hasParticipantRole touch
+        bool registered;
+        uint8 roles;
+        uint32 reputation;
+        uint64 tasksDone;
+        uint128 computeContributed;
+        // slot 1: what a pool draw or refresh reads (liveness and the flattened Capability)
+        uint64 registeredAtBlock;
+        uint64 lastSeenBlock;
+        uint8 deviceClass;
+        uint32 memoryMiB;
+        uint64 throughput;
+        uint16 region;
+        uint8 maxConcurrent;
+        // slot 2
+        uint64 tasksFailed;
+        uint64 tasksTimedOut;
+        uint64 disputesWon;
+        uint64 disputesLost;
+        // slot 3
+        uint128 amountSlashed;
+        bytes32 profileHash;
+        string profileCid;
+    }
+
+    mapping(address account => Record) private _identities;
 
     constructor() {
         _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
@@ -30,7 +59,7 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
     function register(uint8 roles, string calldata profileCid, bytes32 profileHash, Capability calldata capability)
         external
     {
-        Identity storage id = _identities[msg.sender];
+        Record storage id = _identities[msg.sender];
         // INVARIANT: one identity per address, never re-created (history cannot be reset).
         if (id.registered) revert IdentityAlreadyRegistered(msg.sender);
         _validateRoles(roles);
@@ -45,30 +74,30 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
         id.lastSeenBlock = nowBlock;
         id.profileHash = profileHash;
         id.profileCid = profileCid;
-        id.capability = capability;
+        _setCapability(id, capability);
         emit IdentityRegistered(msg.sender, roles, profileCid, profileHash, capability);
     }
 
     /// @inheritdoc IIdentityRegistry
     function updateProfile(string calldata profileCid, bytes32 profileHash, Capability calldata capability) external {
-        Identity storage id = _registered(msg.sender);
+        Record storage id = _registered(msg.sender);
         _validateProfile(profileCid, profileHash);
         // INVARIANT: a worker's stored capability is always valid.
         if (id.roles & ROLE_WORKER != 0) _validateWorkerCapability(capability);
 
         id.profileHash = profileHash;
         id.profileCid = profileCid;
-        id.capability = capability;
+        _setCapability(id, capability);
         id.lastSeenBlock = uint64(block.number);
         emit ProfileUpdated(msg.sender, profileCid, profileHash, capability);
     }
 
     /// @inheritdoc IIdentityRegistry
     function setRoles(uint8 roles) external {
-        Identity storage id = _registered(msg.sender);
+        Record storage id = _registered(msg.sender);
         _validateRoles(roles);
         // INVARIANT: a worker's stored capability is always valid.
-        if (roles & ROLE_WORKER != 0) _validateWorkerCapability(id.capability);
+        if (roles & ROLE_WORKER != 0) _validateWorkerCapability(_capability(id));
 
         uint8 oldRoles = id.roles;
         id.roles = roles;
@@ -78,7 +107,7 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
 
     /// @inheritdoc IIdentityRegistry
     function heartbeat() external {
-        Identity storage id = _registered(msg.sender);
+        Record storage id = _registered(msg.sender);
         uint64 nowBlock = uint64(block.number);
         id.lastSeenBlock = nowBlock;
         emit HeartbeatRecorded(msg.sender, nowBlock);
@@ -88,37 +117,38 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
 
     /// @inheritdoc IIdentityRegistry
     function recordTaskCompleted(address account, uint128 compute) external onlyRole(RECORDER_ROLE) {
-        Identity storage id = _registered(account);
-        History storage h = id.history;
-        h.tasksDone += 1;
-        h.computeContributed += compute;
-        emit TaskCompletionRecorded(account, compute, h.tasksDone);
+        Record storage id = _registered(account);
+        uint64 tasksDone = id.tasksDone + 1;
+        id.tasksDone = tasksDone;
+        id.computeContributed += compute;
+        emit TaskCompletionRecorded(account, compute, tasksDone);
         _setReputation(account, id, _raise(id.reputation, 20));
     }
 
     /// @inheritdoc IIdentityRegistry
     function recordTaskFailed(address account) external onlyRole(RECORDER_ROLE) {
-        Identity storage id = _registered(account);
-        id.history.tasksFailed += 1;
-        emit TaskFailureRecorded(account, id.history.tasksFailed);
+        Record storage id = _registered(account);
+        uint64 tasksFailed = id.tasksFailed + 1;
+        id.tasksFailed = tasksFailed;
+        emit TaskFailureRecorded(account, tasksFailed);
         _setReputation(account, id, _lower(id.reputation, 4));
     }
 
     /// @inheritdoc IIdentityRegistry
     function recordTimeout(address account) external onlyRole(RECORDER_ROLE) {
-        Identity storage id = _registered(account);
-        id.history.tasksTimedOut += 1;
-        emit TimeoutRecorded(account, id.history.tasksTimedOut);
+        Record storage id = _registered(account);
+        uint64 tasksTimedOut = id.tasksTimedOut + 1;
+        id.tasksTimedOut = tasksTimedOut;
+        emit TimeoutRecorded(account, tasksTimedOut);
         _setReputation(account, id, _lower(id.reputation, 10));
     }
 
     /// @inheritdoc IIdentityRegistry
     function recordDispute(address account, bool won, uint128 amountSlashed) external onlyRole(RECORDER_ROLE) {
-        Identity storage id = _registered(account);
-        History storage h = id.history;
-        if (won) h.disputesWon += 1;
-        else h.disputesLost += 1;
-        h.amountSlashed += amountSlashed;
+        Record storage id = _registered(account);
+        if (won) id.disputesWon += 1;
+        else id.disputesLost += 1;
+        id.amountSlashed += amountSlashed;
         emit DisputeRecorded(account, won, amountSlashed);
         _setReputation(account, id, won ? _raise(id.reputation, 10) : _lower(id.reputation, 2));
     }
@@ -127,7 +157,26 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
 
     /// @inheritdoc IIdentityRegistry
     function identityOf(address account) external view returns (Identity memory) {
-        return _identities[account];
+        Record storage r = _identities[account];
+        return Identity({
+            registered: r.registered,
+            roles: r.roles,
+            reputation: r.reputation,
+            registeredAtBlock: r.registeredAtBlock,
+            lastSeenBlock: r.lastSeenBlock,
+            profileHash: r.profileHash,
+            profileCid: r.profileCid,
+            capability: _capability(r),
+            history: History({
+                tasksDone: r.tasksDone,
+                tasksFailed: r.tasksFailed,
+                tasksTimedOut: r.tasksTimedOut,
+                disputesWon: r.disputesWon,
+                disputesLost: r.disputesLost,
+                amountSlashed: r.amountSlashed,
+                computeContributed: r.computeContributed
+            })
+        });
     }
 
     /// @inheritdoc IIdentityRegistry
@@ -137,7 +186,7 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
 
     /// @inheritdoc IIdentityRegistry
     function hasParticipantRole(address account, uint8 role) external view returns (bool) {
-        Identity storage id = _identities[account];
+        Record storage id = _identities[account];
         return id.registered && role != 0 && (id.roles & role) == role;
     }
 
@@ -153,17 +202,39 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
 
     /// @inheritdoc IIdentityRegistry
     function capabilityOf(address account) external view returns (Capability memory) {
-        return _identities[account].capability;
+        return _capability(_identities[account]);
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function poolViewOf(address account)
+        external
+        view
+        returns (uint8 roles, uint64 lastSeen, uint32 reputation, Capability memory capability)
+    {
+        Record storage id = _identities[account];
+        return (id.registered ? id.roles : 0, id.lastSeenBlock, id.reputation, _capability(id));
     }
 
     // ---------------------------------------------------------------- internals
 
-    function _registered(address account) private view returns (Identity storage id) {
+    function _registered(address account) private view returns (Record storage id) {
         id = _identities[account];
         if (!id.registered) revert IdentityNotRegistered(account);
     }
 
-    function _setReputation(address account, Identity storage id, uint32 newReputation) private {
+    function _setCapability(Record storage id, Capability calldata c) private {
+        id.deviceClass = c.deviceClass;
+        id.memoryMiB = c.memoryMiB;
+        id.throughput = c.throughput;
+        id.region = c.region;
+        id.maxConcurrent = c.maxConcurrent;
+    }
+
+    function _capability(Record storage id) private view returns (Capability memory) {
+        return Capability(id.deviceClass, id.memoryMiB, id.throughput, id.region, id.maxConcurrent);
+    }
+
+    function _setReputation(address account, Record storage id, uint32 newReputation) private {
         uint32 oldReputation = id.reputation;
         id.reputation = newReputation;
         emit ReputationChanged(account, oldReputation, newReputation);

@@ -36,10 +36,11 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     uint96 public immutable auditorCollateral;
     uint96 public immutable auditorPenalty;
 
-    /// @inheritdoc IJobMarket
-    uint256 public totalEscrow;
-    /// @inheritdoc IJobMarket
-    uint256 public totalCredits;
+    /// @dev One slot for both totals: the first credit on a market is not a zero-to-nonzero
+    /// store, and a payout updates both in one slot. Both are bounded by the token balance
+    /// of this contract, and every amount added is a job escrow checked to fit uint128.
+    uint128 private _totalEscrow;
+    uint128 private _totalCredits;
     /// @dev One slot: once a job exists the nonce write is never a zero-to-nonzero store.
     uint128 public jobCount;
     uint128 private _nonce;
@@ -353,7 +354,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         uint256 amount = _credits[msg.sender];
         if (amount == 0) revert MarketNothingToWithdraw(msg.sender);
         _credits[msg.sender] = 0;
-        totalCredits -= amount;
+        _totalCredits -= uint128(amount);
         emit Withdrawn(msg.sender, amount);
         token.safeTransfer(msg.sender, amount);
     }
@@ -400,6 +401,16 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     }
 
     /// @inheritdoc IJobMarket
+    function totalEscrow() external view returns (uint256) {
+        return _totalEscrow;
+    }
+
+    /// @inheritdoc IJobMarket
+    function totalCredits() external view returns (uint256) {
+        return _totalCredits;
+    }
+
+    /// @inheritdoc IJobMarket
     function credits(address account) external view returns (uint256) {
         return _credits[account];
     }
@@ -441,7 +452,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         j.manifestHash = p.manifestHash;
         j.checkpointHash = p.initialCheckpointHash;
         if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
-        totalEscrow += escrow;
+        _totalEscrow += uint128(escrow);
         _jobsBySubmitter[msg.sender].push(jobId);
         emit JobCreated(
             jobId, msg.sender, p.manifestCid, p.manifestHash, p.shards, p.rounds, Escrow.taskCount(p.shards, p.rounds), escrow
@@ -535,7 +546,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         // store); it is refunded by refundSurplus, at completion, cancel or expiry.
         j.escrow -= reward + fee;
         if (!payAuditor) j.surplus += j.auditFee;
-        totalEscrow -= reward + fee;
+        _totalEscrow -= reward + fee;
         _credit(t.worker, reward);
         if (payAuditor) _credit(t.auditor, fee);
         emit TaskFinalized(id, t.worker, reward, payAuditor ? t.auditor : address(0), fee);
@@ -597,7 +608,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         uint256 cost = Escrow.taskCost(j.rewardPerTask, j.auditFee);
         t.status = TaskStatus.Closed;
         j.escrow -= uint128(cost);
-        totalEscrow -= cost;
+        _totalEscrow -= uint128(cost);
         _credit(j.submitter, cost);
         emit TaskClosed(id, cost);
         _emitRefund(jobId, j.submitter, cost);
@@ -609,7 +620,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         if (amount == 0) return 0;
         j.surplus = 0;
         j.escrow -= uint128(amount);
-        totalEscrow -= amount;
+        _totalEscrow -= uint128(amount);
         _credit(j.submitter, amount);
     }
 
@@ -617,7 +628,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         uint256 unspent = Escrow.taskCount(j.shards, j.rounds) - Escrow.materialized(j.shards, j.currentRound, j.nextIndex);
         refund = unspent * Escrow.taskCost(j.rewardPerTask, j.auditFee);
         j.escrow -= uint128(refund);
-        totalEscrow -= refund;
+        _totalEscrow -= uint128(refund);
         _credit(j.submitter, refund);
     }
 
@@ -628,6 +639,6 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     function _credit(address account, uint256 amount) private {
         if (amount == 0) return;
         _credits[account] += amount;
-        totalCredits += amount;
+        _totalCredits += uint128(amount);
     }
 }

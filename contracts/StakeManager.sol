@@ -36,7 +36,17 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
     /// @inheritdoc IStakeManager
     uint256 public totalCredits;
 
-    mapping(address account => StakeInfo) private _stakes;
+    /// @dev Storage layout of a StakeInfo: `active` and `locked` share one slot, so locking
+    /// collateral on a staked account is never a zero-to-nonzero store, and a lock or unlock
+    /// touches one slot. `active + unbonding` of an account fits uint128 (checked at stake).
+    struct Stake {
+        uint128 active;
+        uint128 locked;
+        uint128 unbonding;
+        uint64 unbondingReadyAtBlock;
+    }
+
+    mapping(address account => Stake) private _stakes;
     mapping(address account => uint256 amount) private _credits;
 
     /// @param token_ the TrainToken staked here (its `burn` destroys slash proceeds).
@@ -71,20 +81,20 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
     /// @inheritdoc IStakeManager
     function requestUnstake(uint256 amount) external {
         if (amount == 0) revert StakeZeroAmount();
-        StakeInfo storage info = _stakes[msg.sender];
+        Stake storage info = _stakes[msg.sender];
         uint256 free = info.active - info.locked;
         // INVARIANT: locked <= active; locked collateral cannot start unbonding.
         if (amount > free) revert StakeInsufficientFree(msg.sender, amount, free);
         uint64 readyAt = uint64(block.number) + unbondingDelayBlocks;
-        info.active -= amount;
-        info.unbonding += amount;
+        info.active -= uint128(amount);
+        info.unbonding += uint128(amount);
         info.unbondingReadyAtBlock = readyAt;
         emit UnstakeRequested(msg.sender, amount, info.unbonding, readyAt);
     }
 
     /// @inheritdoc IStakeManager
     function withdrawUnstaked() external nonReentrant {
-        StakeInfo storage info = _stakes[msg.sender];
+        Stake storage info = _stakes[msg.sender];
         uint256 amount = info.unbonding;
         if (amount == 0) revert StakeNothingUnbonding(msg.sender);
         // INVARIANT: unbonding stake stays slashable until its delay has passed.
@@ -112,19 +122,19 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
 
     /// @inheritdoc IStakeManager
     function lockCollateral(address account, uint256 amount) external onlyRole(MARKET_ROLE) {
-        StakeInfo storage info = _stakes[account];
+        Stake storage info = _stakes[account];
         uint256 free = info.active - info.locked;
         // INVARIANT: locked <= active.
         if (amount > free) revert StakeInsufficientFree(account, amount, free);
-        info.locked += amount;
+        info.locked += uint128(amount);
         emit CollateralLocked(account, amount, info.locked);
     }
 
     /// @inheritdoc IStakeManager
     function unlockCollateral(address account, uint256 amount) external onlyRole(MARKET_ROLE) {
-        StakeInfo storage info = _stakes[account];
+        Stake storage info = _stakes[account];
         if (amount > info.locked) revert StakeInsufficientLocked(account, amount, info.locked);
-        info.locked -= amount;
+        info.locked -= uint128(amount);
         emit CollateralUnlocked(account, amount, info.locked);
     }
 
@@ -189,12 +199,13 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
 
     /// @inheritdoc IStakeManager
     function stakeOf(address account) external view returns (StakeInfo memory) {
-        return _stakes[account];
+        Stake storage info = _stakes[account];
+        return StakeInfo(info.active, info.locked, info.unbonding, info.unbondingReadyAtBlock);
     }
 
     /// @inheritdoc IStakeManager
     function freeStake(address account) external view returns (uint256) {
-        StakeInfo storage info = _stakes[account];
+        Stake storage info = _stakes[account];
         return info.active - info.locked;
     }
 
@@ -207,8 +218,10 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
 
     function _stake(uint256 amount) private {
         if (amount == 0) revert StakeZeroAmount();
-        StakeInfo storage info = _stakes[msg.sender];
-        info.active += amount;
+        Stake storage info = _stakes[msg.sender];
+        // INVARIANT: an account's active + unbonding stake fits uint128 (its packed slot).
+        if (uint256(info.active) + info.unbonding + amount > type(uint128).max) revert StakeAmountTooLarge(amount);
+        info.active += uint128(amount);
         totalStaked += amount;
         emit Staked(msg.sender, amount, info.active);
         // The token is ours (no transfer fee, no callback), so crediting before the pull
@@ -218,14 +231,14 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
 
     /// @dev Take up to `amount` from locked, then free active, then unbonding stake.
     function _deduct(address account, uint256 amount) private returns (uint256 taken) {
-        StakeInfo storage info = _stakes[account];
+        Stake storage info = _stakes[account];
         uint256 fromLocked = _min(amount, info.locked);
         uint256 fromFree = _min(amount - fromLocked, info.active - info.locked);
         uint256 fromUnbonding = _min(amount - fromLocked - fromFree, info.unbonding);
         taken = fromLocked + fromFree + fromUnbonding;
-        info.locked -= fromLocked;
-        info.active -= fromLocked + fromFree;
-        info.unbonding -= fromUnbonding;
+        info.locked -= uint128(fromLocked);
+        info.active -= uint128(fromLocked + fromFree);
+        info.unbonding -= uint128(fromUnbonding);
         totalStaked -= taken;
         emit StakeDeducted(account, fromLocked, fromFree, fromUnbonding);
     }

@@ -144,17 +144,17 @@ contract WorkerPool is AccessControl, IWorkerPool {
     /// permissionless refresh), market touches use the roles cached at the last read.
     function _refresh(address account, bool readRoles) private {
         Member storage stored = _members[account];
+        (uint8 registeredRoles, uint64 lastSeen, uint32 reputation, IIdentityRegistry.Capability memory cap) =
+            registry.poolViewOf(account);
         if (readRoles) {
-            uint8 roles = (registry.hasParticipantRole(account, ROLE_WORKER) ? ROLE_WORKER : 0)
-                | (registry.hasParticipantRole(account, ROLE_VERIFIER) ? ROLE_VERIFIER : 0);
+            uint8 roles = registeredRoles & (ROLE_WORKER | ROLE_VERIFIER);
             if (stored.roles != roles) stored.roles = roles;
         }
         Member memory m = stored;
         uint256 base;
-        if (m.joined && m.roles != 0 && registry.lastSeenBlock(account) + livenessWindow >= block.number) {
-            IIdentityRegistry.Capability memory cap = registry.capabilityOf(account);
+        if (m.joined && m.roles != 0 && lastSeen + livenessWindow >= block.number) {
             if (m.active < _limit(cap.maxConcurrent)) {
-                base = stakeManager.freeStake(account) * registry.reputationOf(account);
+                base = stakeManager.freeStake(account) * reputation;
                 // Clamp so 2^28 members at the cap still fit the tree's uint128 total.
                 if (base > MAX_MEMBER_WEIGHT) base = MAX_MEMBER_WEIGHT;
             }
@@ -189,9 +189,9 @@ contract WorkerPool is AccessControl, IWorkerPool {
     {
         Member memory m = _members[account];
         if (!m.joined || account == req.exclude) return (false, 0, 0);
-        if (!registry.hasParticipantRole(account, verifier ? ROLE_VERIFIER : ROLE_WORKER)) return (false, 0, 0);
-        if (registry.lastSeenBlock(account) + livenessWindow < block.number) return (false, 0, 0);
-        IIdentityRegistry.Capability memory cap = registry.capabilityOf(account);
+        (uint8 roles, uint64 lastSeen,, IIdentityRegistry.Capability memory cap) = registry.poolViewOf(account);
+        if (roles & (verifier ? ROLE_VERIFIER : ROLE_WORKER) == 0) return (false, 0, 0);
+        if (lastSeen + livenessWindow < block.number) return (false, 0, 0);
         if (cap.deviceClass < req.deviceClass || cap.memoryMiB < req.memoryMiB) return (false, 0, 0);
         uint256 limit = _limit(cap.maxConcurrent);
         if (m.active >= limit) return (false, 0, 0);

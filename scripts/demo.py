@@ -133,7 +133,7 @@ class Demo:
         audit = self.events(receipt, self.market, "AuditorDrawn")
         audit_salt = secrets.token_bytes(32)
         if audit:
-            audit_root = self.audit(job, round_index, index, root, results)
+            audit_root = self.audit(job, round_index, index, results)
             self.send(self.market.functions.commitAudit(task_id, Web3.keccak(
                 encode(["bytes32", "bytes32", "address"], [audit_root, audit_salt, self.verifier.address]))), self.verifier)
         self.send(self.market.functions.revealResult(task_id, root, cid, salt), worker)
@@ -141,6 +141,8 @@ class Demo:
             self.send(self.market.functions.revealAudit(task_id, audit_root, audit_salt), self.verifier)
         self.client.w3.provider.make_request("anvil_mine", [hex(4)])  # let the challenge window pass
         self.send(self.market.functions.finalize(task_id), self.submitter)
+        if index == SHARDS:
+            results.clear()  # the round is closed: the next one starts from the aggregate
         audited = "audited by verifier: match" if audit else "no audit drawn"
         self.step(f"round {round_index} {kind:11} -> {name}: {compute}; root 0x{root.hex()[:12]}…; {audited}; "
                   f"finalized, +{tokens(REWARD)} TRAIN")
@@ -170,11 +172,10 @@ class Demo:
     def aggregate(self, round_index: int, results: list):
         merged = aggregate(self.manifest, round_index, results)
         stored = self.storage.add_bytes(merged.to_bytes())
-        results.clear()
         self.global_checkpoint = (stored.cid, stored.hash)
         return merged.hash(), stored.cid, f"weighted average of {SHARDS} results"
 
-    def audit(self, job, round_index: int, index: int, claimed: bytes, results: list) -> bytes:
+    def audit(self, job, round_index: int, index: int, results: list) -> bytes:
         """The verifier re-executes the task from the same committed inputs."""
         if index == SHARDS:
             return aggregate(self.manifest, round_index, results).hash()

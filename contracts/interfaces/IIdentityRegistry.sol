@@ -144,6 +144,13 @@ interface IIdentityRegistry {
     /// @notice `account`'s declared capability (all zero if unregistered).
     function capabilityOf(address account) external view returns (Capability memory);
 
+    /// @notice What the WorkerPool reads for a draw or a weight refresh, in one call: the
+    /// roles (0 if unregistered), lastSeenBlock, reputation and capability.
+    function poolViewOf(address account)
+        external
+        view
+        returns (uint8 roles, uint64 lastSeen, uint32 reputation, Capability memory capability);
+
     /// @notice RECORDER_ROLE only: `account` completed a verified task worth `compute`
     /// units. tasksDone += 1, computeContributed += compute, rep += (10_000 - rep) / 20.
     function recordTaskCompleted(address account, uint128 compute) external;

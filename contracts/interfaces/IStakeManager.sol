@@ -55,6 +55,8 @@ interface IStakeManager {
     /// @notice `stakeWithPermit`: the permit failed and the allowance (`allowance`) does
     /// not cover `amount` either.
     error StakePermitFailed(address account, uint256 amount, uint256 allowance);
+    /// @notice Staking `amount` would take the account's active + unbonding stake past 2^128 - 1.
+    error StakeAmountTooLarge(uint256 amount);
     /// @notice The token address given at deployment is zero.
     error StakeInvalidToken();
 

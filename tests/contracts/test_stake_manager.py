@@ -71,6 +71,17 @@ def test_stake_zero_reverts(stake_manager, funded, alice):
         stake_manager.stake(0, {"from": alice})
 
 
+def test_stake_pastUint128_reverts(stake_manager, token, deployer, funded, alice):
+    # active + unbonding share packed uint128 fields: a stake that would overflow them reverts
+    big = 2**128
+    token.mint(alice, big, {"from": deployer})
+    token.approve(stake_manager, 2**256 - 1, {"from": alice})
+    with brownie.reverts(f"StakeAmountTooLarge: {big}"):
+        stake_manager.stake(big, {"from": alice})
+    stake_manager.stake(STAKE, {"from": alice})
+    assert stake_manager.stakeOf(alice)[0] == STAKE
+
+
 def test_stake_withoutAllowance_reverts(stake_manager, funded, alice):
     with brownie.reverts(f"ERC20InsufficientAllowance: {lo(stake_manager)}, 0, {STAKE}"):
         stake_manager.stake(STAKE, {"from": alice})
