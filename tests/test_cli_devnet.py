@@ -1,40 +1,58 @@
-"""`truetrain devnet up/status/down` against a real Anvil on a free port."""
+"""`truetrain devnet up/status/down` against a real Anvil and a real IPFS dev node."""
 
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from click.testing import CliRunner
 
-from truetrain.chain import devnet_state
+from truetrain import devnet
+from truetrain.chain.client import ChainClient, dev_accounts
 from truetrain.chain.devnet import free_port, port_is_free
 from truetrain.cli import main
 
 
 @pytest.fixture
-def state_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(devnet_state, "STATE_DIR", tmp_path)
-    monkeypatch.setattr(devnet_state, "STATE_FILE", tmp_path / "anvil.json")
+def state_dir(tmp_path, monkeypatch, TrainToken):  # TrainToken: brownie has compiled build/
+    monkeypatch.setattr(devnet, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(devnet, "STATE_FILE", tmp_path / "devnet.json")
+    monkeypatch.setattr(devnet, "DEPLOYMENTS_DIR", tmp_path / "deployments")
     yield tmp_path
-    if (tmp_path / "anvil.json").exists():
-        devnet_state.devnet_down()
+    if (tmp_path / "devnet.json").exists():
+        try:
+            devnet.devnet_down()
+        except Exception:
+            pass
 
 
-def test_devnet_up_status_down_roundtrip(state_dir):
+def test_devnet_up_deploys_funds_and_is_idempotent_then_down_stops_both(state_dir):
     runner = CliRunner()
-    port = free_port()
-    up = runner.invoke(main, ["devnet", "up", "--port", str(port), "--json"])
+    port, ipfs_port = free_port(), free_port()
+    up = runner.invoke(main, ["devnet", "up", "--port", str(port), "--ipfs-port", str(ipfs_port), "--json"])
     assert up.exit_code == 0, up.output
-    assert json.loads(up.output)["url"] == f"http://127.0.0.1:{port}"
+    state = json.loads(up.output)
+    assert state["anvil"]["url"] == f"http://127.0.0.1:{port}"
+    assert state["ipfs"]["api_addr"] == f"/ip4/127.0.0.1/tcp/{ipfs_port}"
+    assert state["deployed"] == ["token", "registry", "stake", "pool", "market"]
+    assert len(state["funded"]) == devnet.FUNDED_ACCOUNTS
+    client = ChainClient(state["anvil"]["url"])
+    token = client.contract("TrainToken", state["contracts"]["token"])
+    assert client.call(token.functions.balanceOf(dev_accounts(2)[1].address)) == devnet.FUND_WEI
+    assert (state_dir / "deployments" / "31337.json").exists()
+
+    again = json.loads(runner.invoke(main, ["devnet", "up", "--port", str(port), "--ipfs-port", str(ipfs_port),
+                                            "--json"]).output)
+    assert again["anvil"]["pid"] == state["anvil"]["pid"] and again["ipfs"]["pid"] == state["ipfs"]["pid"]
+    assert again["deployed"] == [] and again["funded"] == []
+    assert again["contracts"] == state["contracts"]
+
     status = runner.invoke(main, ["devnet", "status", "--json"])
-    assert status.exit_code == 0
-    assert json.loads(status.output)["running"] is True
-    again = runner.invoke(main, ["devnet", "up", "--port", str(port), "--json"])
-    assert json.loads(again.output)["pid"] == json.loads(up.output)["pid"]  # idempotent
+    assert status.exit_code == 0 and json.loads(status.output)["running"] is True
     down = runner.invoke(main, ["devnet", "down"])
-    assert down.exit_code == 0
-    assert port_is_free(port)
+    assert down.exit_code == 0, down.output
+    assert port_is_free(port) and port_is_free(ipfs_port)
     assert runner.invoke(main, ["devnet", "status"]).exit_code == 3
 
 
@@ -44,16 +62,15 @@ def test_devnet_down_without_devnet_is_one_line_error(state_dir):
     assert result.output.strip().splitlines() == ["error: no devnet is running (start one with `truetrain devnet up`)"]
 
 
-def test_devnet_up_on_taken_port_is_one_line_error(state_dir):
-    import socket
-
+def test_devnet_up_on_taken_port_is_one_line_error_and_starts_nothing(state_dir):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        result = CliRunner().invoke(main, ["devnet", "up", "--port", str(port)])
+        result = CliRunner().invoke(main, ["devnet", "up", "--port", str(port), "--ipfs-port", str(free_port())])
     assert result.exit_code == 1
     assert result.output.strip() == f"error: port {port} is already in use: stop what listens there or pick another port"
+    assert not (state_dir / "devnet.json").exists()
 
 
 def test_every_command_has_help_text():
@@ -64,3 +81,17 @@ def test_every_command_has_help_text():
                 walk(command, path + [name])
 
     walk(main, ["truetrain"])
+
+
+def test_devnet_up_with_ipfs_port_taken_leaves_no_anvil_running(state_dir):
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        ipfs_port = sock.getsockname()[1]
+        result = CliRunner().invoke(main, ["devnet", "up", "--port", str(port), "--ipfs-port", str(ipfs_port)])
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines() == [
+        f"error: IPFS dev node did not start: API port {ipfs_port} on 127.0.0.1 is already in use"]
+    assert port_is_free(port)
+    assert not (state_dir / "devnet.json").exists()

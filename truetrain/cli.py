@@ -42,35 +42,42 @@ def _emit(payload: dict, as_json: bool, human: str) -> None:
 
 
 @devnet.command("up")
-@click.option("--port", type=click.IntRange(1, 65535), default=8545, show_default=True, help="RPC port on 127.0.0.1.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8545, show_default=True, help="Anvil RPC port on 127.0.0.1.")
+@click.option("--ipfs-port", type=click.IntRange(1, 65535), default=5001, show_default=True,
+              help="IPFS dev node API port on 127.0.0.1.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def devnet_up(port: int, as_json: bool) -> None:
-    """Start Anvil in the background (pid and log in .devnet/)."""
-    from truetrain.chain.devnet_state import devnet_up as up
+def devnet_up(port: int, ipfs_port: int, as_json: bool) -> None:
+    """Start Anvil and an IPFS dev node, deploy the contracts, fund the dev accounts (idempotent)."""
+    from truetrain.devnet import devnet_up as up
 
-    state = up(port)
-    _emit(state, as_json, f"devnet up: {state['url']} (pid {state['pid']}, chain id {state['chain_id']})")
+    state = up(port, ipfs_port)
+    anvil, ipfs = state["anvil"], state["ipfs"]
+    human = (f"devnet up: chain {anvil['url']} (pid {anvil['pid']}, chain id {anvil['chain_id']}), "
+             f"IPFS {ipfs['url']} (pid {ipfs['pid']}); JobMarket at {state['contracts']['market']}; "
+             f"{len(state['funded'])} accounts funded")
+    _emit(state, as_json, human)
 
 
 @devnet.command("down")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def devnet_down(as_json: bool) -> None:
-    """Stop the Anvil started by `devnet up`."""
-    from truetrain.chain.devnet_state import devnet_down as down
+    """Stop the Anvil and IPFS node started by `devnet up`."""
+    from truetrain.devnet import devnet_down as down
 
     state = down()
-    _emit(state, as_json, f"devnet down (pid {state['pid']} stopped)")
+    stopped = [f"{name} pid {part['pid']}" for name, part in state.items() if part]
+    _emit(state, as_json, f"devnet down ({', '.join(stopped)} stopped)")
 
 
 @devnet.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def devnet_status(as_json: bool) -> None:
     """Say whether the devnet is running and at which block."""
-    from truetrain.chain.devnet_state import devnet_status as status
+    from truetrain.devnet import devnet_status as status
 
     state = status()
     human = (
-        f"devnet running: {state['url']} (pid {state['pid']}, block {state['block']})"
+        f"devnet running: chain {state['anvil']['url']} at block {state['block']}, IPFS {state['ipfs']['url']}"
         if state["running"] else "devnet not running"
     )
     _emit(state, as_json, human)

@@ -1,0 +1,111 @@
+"""The one background devnet of a checkout: Anvil, an IPFS dev node, the deployed contracts.
+
+``truetrain devnet up`` starts what is not running (pids, logs and state in ``.devnet/``),
+deploys the contracts (reusing a live deployment) and funds Anvil's well-known accounts
+with TRAIN; running it again changes nothing. ``down`` stops both processes by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import requests
+
+from truetrain.chain.client import ChainClient, dev_accounts
+from truetrain.chain.deploy import deploy_stack
+from truetrain.chain.devnet import DEV_CHAIN_ID, rpc_chain_id, start_anvil, stop_pid
+from truetrain.errors import DevnetError
+from truetrain.paths import DEPLOYMENTS, ROOT
+from truetrain.storage import start_devnode, stop_devnode
+
+STATE_DIR = ROOT / ".devnet"
+STATE_FILE = STATE_DIR / "devnet.json"
+DEPLOYMENTS_DIR = DEPLOYMENTS
+#: Each of Anvil's accounts 1..FUNDED_ACCOUNTS holds at least this much TRAIN after `up`.
+FUND_WEI = 10_000 * 10**18
+FUNDED_ACCOUNTS = 9
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _read() -> dict:
+    return json.loads(STATE_FILE.read_text()) if STATE_FILE.exists() else {}
+
+
+def _running(state: dict, key: str) -> dict | None:
+    part = state.get(key)
+    return part if part and _alive(part["pid"]) else None
+
+
+def _fund(client: ChainClient, token_address: str) -> list[str]:
+    deployer, *others = dev_accounts(FUNDED_ACCOUNTS + 1)
+    token = client.contract("TrainToken", token_address)
+    funded = []
+    for account in others:
+        missing = FUND_WEI - client.call(token.functions.balanceOf(account.address))
+        if missing > 0:
+            client.transact(token.functions.mint(account.address, missing), deployer)
+            funded.append(account.address)
+    return funded
+
+
+def devnet_up(port: int, ipfs_port: int) -> dict:
+    """Start Anvil on ``port`` and an IPFS dev node on ``ipfs_port`` unless they run, deploy
+    and fund; return the devnet's state."""
+    STATE_DIR.mkdir(exist_ok=True)
+    state = _read()
+    anvil = _running(state, "anvil")
+    if anvil is None:
+        node = start_anvil(port, log_path=STATE_DIR / "anvil.log")
+        anvil = {"pid": node.pid, "port": port, "url": node.url, "chain_id": DEV_CHAIN_ID}
+    ipfs = _running(state, "ipfs")
+    if ipfs is None:
+        try:
+            node = start_devnode(STATE_DIR / "ipfs", ipfs_port, pid_file=STATE_DIR / "ipfs.pid",
+                                 log_path=STATE_DIR / "ipfs.log")
+        except Exception:
+            if "anvil" not in state:  # started just now: leave nothing half up
+                stop_pid(anvil["pid"])
+            raise
+        ipfs = {"pid": node.pid, "api_addr": node.api_addr, "url": node.api_url, "peer_id": node.peer_id}
+    state = {"anvil": anvil, "ipfs": ipfs}
+    STATE_FILE.write_text(json.dumps(state))
+    client = ChainClient(anvil["url"])
+    report = deploy_stack(client, dev_accounts(1)[0], folder=DEPLOYMENTS_DIR)
+    contracts = {k: c.address for k, c in report.deployment.contracts.items()}
+    funded = _fund(client, contracts["token"])
+    return {**state, "contracts": contracts, "deployed": report.deployed, "funded": funded}
+
+
+def devnet_down() -> dict:
+    """Stop this checkout's Anvil and IPFS node; raise :class:`DevnetError` when neither runs."""
+    state = _read()
+    anvil, ipfs = _running(state, "anvil"), _running(state, "ipfs")
+    if anvil is None and ipfs is None:
+        STATE_FILE.unlink(missing_ok=True)
+        raise DevnetError("no devnet is running (start one with `truetrain devnet up`)")
+    if anvil is not None:
+        stop_pid(anvil["pid"])
+    if ipfs is not None:
+        stop_devnode(ipfs["pid"])
+    STATE_FILE.unlink(missing_ok=True)
+    return {"anvil": anvil, "ipfs": ipfs}
+
+
+def devnet_status() -> dict:
+    """Whether Anvil and the IPFS node run, with the chain's current block."""
+    state = _read()
+    anvil, ipfs = _running(state, "anvil"), _running(state, "ipfs")
+    if anvil is None or rpc_chain_id(anvil["url"]) is None:
+        return {"running": False, "ipfs": ipfs}
+    reply = requests.post(
+        anvil["url"], json={"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}, timeout=2
+    )
+    return {"running": ipfs is not None, "block": int(reply.json()["result"], 16), "anvil": anvil, "ipfs": ipfs}
