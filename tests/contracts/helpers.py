@@ -6,14 +6,12 @@ from brownie import chain
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
-# Anvil's well-known development mnemonic (the chain brownie starts uses it).
-DEV_MNEMONIC = "test test test test test test test test test test test junk"
-Account.enable_unaudited_hdwallet_features()
+from truetrain.chain.client import dev_account
 
 
 def dev_key(index: int) -> str:
-    """Private key of Anvil dev account ``index`` (hex)."""
-    return Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}").key.hex()
+    """Private key of Anvil dev account ``index`` (hex); the chain brownie starts uses them."""
+    return dev_account(index).key.hex()
 
 
 def lo(address) -> str:

@@ -32,12 +32,15 @@ _RETRYABLE_STATUS = {429, 502, 503, 504}
 _STALE_NONCE = ("nonce too low", "nonce has already been used", "already known", "already imported")
 
 
-def dev_accounts(count: int = 10) -> list[LocalAccount]:
-    """Anvil's well-known devnet accounts (public keys; never use them off a devnet)."""
+def dev_account(index: int) -> LocalAccount:
+    """Anvil's well-known devnet account ``index`` (its key is public; never use it off a devnet)."""
     Account.enable_unaudited_hdwallet_features()
-    return [
-        Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(count)
-    ]
+    return Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
+
+
+def dev_accounts(count: int = 10) -> list[LocalAccount]:
+    """Anvil's well-known devnet accounts 0 .. count - 1."""
+    return [dev_account(i) for i in range(count)]
 
 
 def _revert_from(exc: Exception) -> ContractRevert:
