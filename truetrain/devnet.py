@@ -16,15 +16,18 @@ from truetrain.chain.client import ChainClient, dev_accounts
 from truetrain.chain.deploy import deploy_stack
 from truetrain.chain.devnet import DEV_CHAIN_ID, rpc_chain_id, start_anvil, stop_pid
 from truetrain.errors import DevnetError
-from truetrain.paths import DEPLOYMENTS, ROOT
+from truetrain.paths import DEPLOYMENTS, HOME
 from truetrain.storage import start_devnode, stop_devnode
 
-STATE_DIR = ROOT / ".devnet"
+STATE_DIR = HOME / ".devnet"
 STATE_FILE = STATE_DIR / "devnet.json"
 DEPLOYMENTS_DIR = DEPLOYMENTS
 #: Each of Anvil's accounts 1..FUNDED_ACCOUNTS holds at least this much TRAIN after `up`.
 FUND_WEI = 10_000 * 10**18
 FUNDED_ACCOUNTS = 9
+#: Seconds between empty blocks, so that deadlines and challenge windows (in blocks) pass
+#: while nobody transacts; transactions are still mined at once (mixed mining).
+BLOCK_TIME_S = 1
 
 
 def _alive(pid: int) -> bool:
@@ -44,7 +47,7 @@ def _running(state: dict, key: str) -> dict | None:
     return part if part and _alive(part["pid"]) else None
 
 
-def _fund(client: ChainClient, token_address: str) -> list[str]:
+def fund_dev_accounts(client: ChainClient, token_address: str) -> list[str]:
     deployer, *others = dev_accounts(FUNDED_ACCOUNTS + 1)
     token = client.contract("TrainToken", token_address)
     funded = []
@@ -63,7 +66,7 @@ def devnet_up(port: int, ipfs_port: int) -> dict:
     state = _read()
     anvil = _running(state, "anvil")
     if anvil is None:
-        node = start_anvil(port, log_path=STATE_DIR / "anvil.log")
+        node = start_anvil(port, block_time=BLOCK_TIME_S, mixed_mining=True, log_path=STATE_DIR / "anvil.log")
         anvil = {"pid": node.pid, "port": port, "url": node.url, "chain_id": DEV_CHAIN_ID}
     ipfs = _running(state, "ipfs")
     if ipfs is None:
@@ -80,7 +83,7 @@ def devnet_up(port: int, ipfs_port: int) -> dict:
     client = ChainClient(anvil["url"])
     report = deploy_stack(client, dev_accounts(1)[0], folder=DEPLOYMENTS_DIR)
     contracts = {k: c.address for k, c in report.deployment.contracts.items()}
-    funded = _fund(client, contracts["token"])
+    funded = fund_dev_accounts(client, contracts["token"])
     return {**state, "contracts": contracts, "deployed": report.deployed, "funded": funded}
 
 

@@ -145,3 +145,17 @@ class HandlerFailed(ChainError):
     def __init__(self, event, cause: BaseException):
         self.event = event
         super().__init__(f"handler failed on {event}: {type(cause).__name__}: {cause}")
+
+
+class MarketError(ChainError):
+    """Base class of errors about what the market holds (jobs, tasks, results)."""
+
+
+class UnknownJob(MarketError, LookupError):
+    """No job has this id on the connected market."""
+
+    exit_code = 2
+
+
+class ResultInvalid(MarketError):
+    """A published task result does not match what was committed on chain."""

@@ -10,7 +10,10 @@ from pathlib import Path
 #: The repository root (holds contracts/, build/, deployments/, node_modules/).
 ROOT = Path(os.environ.get("TRUETRAIN_ROOT", Path(__file__).resolve().parents[1]))
 BUILD_CONTRACTS = ROOT / "build" / "contracts"
-DEPLOYMENTS = ROOT / "deployments"
+#: Where runtime state lives: the devnet (.devnet/), deployment files and daemon books
+#: (.state/). The checkout by default; TRUETRAIN_HOME moves it (tests, a second devnet).
+HOME = Path(os.environ.get("TRUETRAIN_HOME", ROOT))
+DEPLOYMENTS = HOME / "deployments"
 
 
 def project_binary(name: str) -> str:

@@ -1,4 +1,5 @@
-"""The verifier role: audits drawn to it, replays tasks from committed inputs, and later the
-dispute moves and referee duty. The daemon lands with the end-to-end issue; until then the
-demo (scripts/demo.py) plays this role. Roles import truetrain.*, never each other.
+"""The verifier role: ``truetrain verifier run`` audits the tasks drawn to it (replays them
+from the committed inputs, commits and reveals its own root in time) and replays a sample
+of other finished tasks within their challenge window. Roles import truetrain.*, never
+each other.
 """

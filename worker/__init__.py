@@ -1,5 +1,5 @@
-"""The worker role (stakers run it): follows the market's events, trains drawn tasks, commits
-and reveals. The long-running daemon lands with the end-to-end issue; until then the demo
-(scripts/demo.py) plays this role with the same truetrain.* calls. Roles import truetrain.*,
-never each other.
+"""The worker role (stakers run it): ``truetrain worker run`` follows the market's events,
+accepts the tasks drawn to it, trains them from verified inputs, publishes the checkpoints,
+commits, reveals and withdraws its earnings; ``stake``, ``unstake`` and ``status`` manage
+its stake. Roles import truetrain.*, never each other.
 """

@@ -158,6 +158,13 @@ class ChainClient:
         """
         return self._send(call, sender, gas=gas, confirmations=confirmations)
 
+    def estimate(self, call, sender) -> int:
+        """Gas ``call`` would use from ``sender`` now; a revert becomes :class:`ContractRevert`."""
+        try:
+            return int(call.estimate_gas({"from": sender.address}))
+        except (ContractCustomError, ContractLogicError) as exc:
+            raise _revert_from(exc) from None
+
     def call(self, call):
         """Run a view call; a revert becomes :class:`ContractRevert`."""
         try:

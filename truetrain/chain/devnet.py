@@ -68,11 +68,14 @@ def start_anvil(
     accounts: int = 20,
     balance_eth: int = 10_000,
     block_time: float | None = None,
+    mixed_mining: bool = False,
     log_path: Path | None = None,
     ready_timeout: float = 20.0,
 ) -> Devnet:
     """Start Anvil on ``127.0.0.1:port`` and return once it answers JSON-RPC.
 
+    ``block_time`` mines a block every so many seconds (deadlines in blocks then pass on
+    their own); with ``mixed_mining`` transactions are still mined at once as well.
     Raises :class:`DevnetError` when the port is taken or Anvil exits or stays silent.
     """
     if not port_is_free(port):
@@ -84,6 +87,8 @@ def start_anvil(
     ]
     if block_time:
         args += ["--block-time", str(block_time)]
+        if mixed_mining:  # transactions still mine at once; empty blocks keep time moving
+            args += ["--mixed-mining"]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL
     try:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

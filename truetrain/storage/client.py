@@ -168,8 +168,16 @@ class StorageClient:
         :class:`ContentNotFound`/:class:`StorageError` for node refusals and
         :class:`StorageUnavailable` when the node cannot be reached after the retries.
         """
+        _check_expected_hash(expected_hash)
         sink = _BytesSink()
         self._fetch_into(sink, cid, expected_hash, max_size=max_size, timeout=timeout)
+        return b"".join(sink.parts)
+
+    def fetch_unverified(self, cid: str, *, max_size: int, timeout: float | None = None) -> bytes:
+        """Return the bytes of ``cid`` without a hash check, for content the caller checks
+        another way (a result bundle is checked against the Merkle root revealed on chain)."""
+        sink = _BytesSink()
+        self._fetch_into(sink, cid, None, max_size=max_size, timeout=timeout)
         return b"".join(sink.parts)
 
     def fetch_to_file(
@@ -182,6 +190,7 @@ class StorageClient:
         timeout: float | None = None,
     ) -> Path:
         """Like :meth:`fetch`, but stream to ``path``; the file appears only once verified."""
+        _check_expected_hash(expected_hash)
         path = Path(path)
         handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".part", delete=False)
         try:
@@ -193,8 +202,10 @@ class StorageClient:
             raise
         return path
 
-    def _fetch_into(self, sink: Any, cid: str, expected_hash: bytes, *, max_size: int, timeout: float | None) -> None:
-        _check_expected_hash(expected_hash)
+    def _fetch_into(self, sink: Any, cid: str, expected_hash: bytes | None, *, max_size: int,
+                    timeout: float | None) -> None:
+        if expected_hash is not None:  # None only from fetch_unverified
+            _check_expected_hash(expected_hash)
         _check_max_size(max_size)
         budget = self.settings.timeout_s if timeout is None else timeout
         if not budget > 0:
@@ -226,7 +237,7 @@ class StorageClient:
             return digest.digest(), total
 
         digest, total = self._call(what, attempt, deadline=deadline)
-        if digest != bytes(expected_hash):
+        if expected_hash is not None and digest != bytes(expected_hash):
             if time.monotonic() >= deadline:
                 # A node cut the stream at our deadline (Kubo reports that only in a trailer).
                 raise StorageTimeout(f"IPFS fetch of {cid} exceeded {budget:g} s after {total} bytes")

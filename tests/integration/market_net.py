@@ -1,0 +1,128 @@
+"""A private market for daemon tests: Anvil mining a block a second (and on every
+transaction), IPFS dev nodes, the deployed contracts, funded dev accounts, and daemons
+started as separate processes. Everything started is stopped by pid at teardown."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from truetrain.chain.client import ChainClient, dev_account
+from truetrain.chain.deploy import StackParams, deploy_stack
+from truetrain.chain.devnet import free_port, start_anvil
+from truetrain.chain.handles import connect_deployment
+from truetrain.demo.processes import DaemonProcess, start_daemon, wait_for_log
+from truetrain.devnet import fund_dev_accounts
+from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader
+from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
+from truetrain.storage import StorageClient, StorageSettings, start_devnode, stop_devnode
+from truetrain.training import build_manifest, publish_dataset
+
+TOKEN = 10**18
+SUBMITTER = 1
+
+
+class MarketNet:
+    def __init__(self, home: Path, ipfs_nodes: int = 1):
+        self.home = home
+        self.anvil = start_anvil(free_port(), block_time=1, mixed_mining=True, log_path=home / "anvil.log")
+        self.nodes = []
+        self.daemons: list[DaemonProcess] = []
+        try:
+            for i in range(ipfs_nodes):
+                self.nodes.append(start_devnode(home / f"ipfs-{i}", free_port()))
+            if ipfs_nodes > 1:
+                for node in self.nodes[1:]:
+                    with self.store(0) as first:
+                        first.connect(node.swarm_addr)
+            self.deployments = home / "deployments"
+            client = ChainClient(self.anvil.url)
+            report = deploy_stack(client, dev_account(0), StackParams(unbonding_delay_blocks=5), folder=self.deployments)
+            fund_dev_accounts(client, report.deployment.contracts["token"].address)
+            self.contracts = connect_deployment(self.anvil.url, self.deployments)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def rpc(self) -> str:
+        return self.anvil.url
+
+    def store(self, node: int = 0) -> StorageClient:
+        return StorageClient(StorageSettings(api_addr=self.nodes[node].api_addr, timeout_s=20.0))
+
+    def start(self, role: str, account: int, *, node: int = 0, extra: list[str] | None = None,
+              env: dict | None = None, wait: bool = True) -> DaemonProcess:
+        flags = ["--stake", "500", "--poll-interval", "0.3", "--device", "cpu", *(extra or [])]
+        if role == "verifier":
+            flags += ["--max-concurrent", "4"]
+        process = start_daemon(role, account, dev_account(account).address, rpc=self.rpc,
+                               ipfs=self.nodes[node].api_addr, home=self.home, deployments=self.deployments,
+                               extra=flags, env=env)
+        self.daemons.append(process)
+        if wait:
+            assert wait_for_log(process, f"{role} running", timeout=90), process.log_text()[-3000:]
+        return process
+
+    def submit(self, *, shards: int, rounds: int, steps: int, terms: JobTerms, node: int = 0):
+        """Publish a digits job (MLP 64-128-10, SGD) and create it; return (job id, manifest, escrow)."""
+        with self.store(node) as store:
+            data = publish_dataset(store, "digits", num_shards=shards, seed=3)
+            manifest = build_manifest(name="digits-test", seed=3, numeric_mode="repro",
+                                      model={"kind": "mlp", "widths": [64, 128, 10]},
+                                      optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
+                                      batch_size=32, steps_per_task=steps, checkpoint_interval=steps // 3 or 1,
+                                      rounds=rounds, **data)
+            cid = publish_manifest(store, manifest)
+            submitter = dev_account(SUBMITTER)
+            ensure_registered(self.contracts, store, submitter, ROLE_SUBMITTER)
+            job_id, escrow = create_job(self.contracts, submitter, manifest, cid, terms)
+        return job_id, manifest, escrow
+
+    def wait_job(self, job_id: int, timeout: float = 240.0) -> JobStatus:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.reader_view(job_id)
+            if status != JobStatus.ACTIVE:
+                return status
+            time.sleep(0.5)
+        raise AssertionError(f"job {job_id} still active after {timeout:.0f} s; logs in {self.home / 'logs'}")
+
+    def reader_view(self, job_id: int) -> JobStatus:
+        return JobStatus(self.contracts.market.functions.jobOf(job_id).call()[1])
+
+    def reader(self, store) -> MarketReader:
+        return MarketReader(self.contracts, store)
+
+    def events(self, name: str, **filters) -> list:
+        return getattr(self.contracts.market.events, name)().get_logs(from_block=0, argument_filters=filters or None)
+
+    def restart_node(self, index: int = 0) -> None:
+        """Stop IPFS node ``index`` and start it again on the same folder and port."""
+        node = self.nodes[index]
+        stop_devnode(node.pid)
+        self.nodes[index] = start_devnode(self.home / f"ipfs-{index}", int(node.api_addr.rsplit("/", 1)[1]))
+
+    def transactions_from(self, address: str) -> list[tuple[str, int | None, int]]:
+        """(function name, first argument if any, receipt status) of every transaction ``address`` sent."""
+        w3, market = self.contracts.w3, self.contracts.market
+        sent = []
+        for number in range(w3.eth.block_number + 1):
+            for tx in w3.eth.get_block(number, full_transactions=True)["transactions"]:
+                if tx["from"] != address:
+                    continue
+                status = w3.eth.get_transaction_receipt(tx["hash"])["status"]
+                if tx["to"] == market.address:
+                    function, args = market.decode_function_input(tx["input"])
+                    first = next(iter(args.values()), None)
+                    sent.append((function.fn_name, first if isinstance(first, int) else None, status))
+                else:
+                    sent.append((tx["to"], None, status))
+        return sent
+
+    def close(self) -> None:
+        for process in self.daemons:
+            process.kill()
+        for node in self.nodes:
+            stop_devnode(node.pid)
+        self.anvil.stop()

@@ -1,0 +1,278 @@
+"""Reusable click options, parameter types and the connection a command works through.
+
+Parameter types validate at parse time (an address, a CID, a token amount), so a bad value
+is one line and exit code 2 before any node is asked. :class:`Session` opens the chain
+(checked against the deployment file), the IPFS node and the signing key lazily, and turns
+"cannot reach" into one clear line too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import click
+from eth_account import Account
+from web3 import Web3
+
+from truetrain.errors import ConfigError, StorageError, TruetrainError
+from truetrain.paths import DEPLOYMENTS, HOME
+from truetrain.storage.cids import is_cid
+
+TOKEN = 10**18
+#: Largest token amount a command accepts (the contracts hold amounts in uint96).
+MAX_AMOUNT_WEI = 2**96 - 1
+DEVNET_STATE = HOME / ".devnet" / "devnet.json"
+DEFAULT_RPC = "http://127.0.0.1:8545"
+DEFAULT_IPFS = "/ip4/127.0.0.1/tcp/5001"
+
+
+class Refused(TruetrainError):
+    """A command's own checks refused it before it sent any transaction."""
+
+
+#: IdentityRegistry role bits by the names commands use.
+ROLE_BITS = {"worker": 1, "verifier": 2, "submitter": 4}
+
+
+def role_names(roles: int) -> str:
+    """``5`` → ``"worker, submitter"`` (``"none"`` for 0)."""
+    return ", ".join(name for name, bit in ROLE_BITS.items() if roles & bit) or "none"
+
+
+def format_tokens(wei: int) -> str:
+    """``1234500000000000000000`` → ``1,234.50``."""
+    return f"{Decimal(wei) / TOKEN:,.2f}"
+
+
+class AddressType(click.ParamType):
+    name = "address"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and Web3.is_address(value) and (value == value.lower() or Web3.is_checksum_address(value)):
+            return Web3.to_checksum_address(value)
+        self.fail(f"not an Ethereum address: {value!r}", param, ctx)
+
+
+class CidType(click.ParamType):
+    name = "cid"
+
+    def convert(self, value, param, ctx):
+        if is_cid(value):
+            return value
+        self.fail(f"not a CID: {value!r}", param, ctx)
+
+
+class TokenAmountType(click.ParamType):
+    """A decimal TRAIN amount (``12.5``) converted to wei; positive unless ``allow_zero``."""
+
+    name = "amount"
+
+    def __init__(self, allow_zero: bool = False):
+        self.allow_zero = allow_zero
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            amount = Decimal(str(value).replace("_", ""))
+        except InvalidOperation:
+            self.fail(f"not a token amount: {value!r}", param, ctx)
+        if not amount.is_finite():
+            self.fail(f"not a token amount: {value!r}", param, ctx)
+        if amount < 0 or (amount == 0 and not self.allow_zero):
+            self.fail(f"amount must be {'>= 0' if self.allow_zero else '> 0'} TRAIN, got {value}", param, ctx)
+        wei = amount * TOKEN
+        if wei != wei.to_integral_value():
+            self.fail(f"amount {value} has more than 18 decimals", param, ctx)
+        if wei > MAX_AMOUNT_WEI:
+            self.fail(f"amount {value} TRAIN is larger than the most the market accepts "
+                      f"({format_tokens(MAX_AMOUNT_WEI)})", param, ctx)
+        return int(wei)
+
+
+ADDRESS, CID = AddressType(), CidType()
+AMOUNT = TokenAmountType()
+
+
+def _devnet_state() -> dict:
+    try:
+        return json.loads(DEVNET_STATE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def default_rpc() -> str:
+    return os.environ.get("TRUETRAIN_RPC") or _devnet_state().get("anvil", {}).get("url") or DEFAULT_RPC
+
+
+def default_ipfs() -> str:
+    return os.environ.get("TRUETRAIN_IPFS") or _devnet_state().get("ipfs", {}).get("api_addr") or DEFAULT_IPFS
+
+
+def load_account(key: str | None, keystore: Path | None, account_index: int | None):
+    """The signing account from a hex key, a keystore file (password in
+    ``TRUETRAIN_KEYSTORE_PASSWORD``) or a devnet account index; None when none was given."""
+    from truetrain.chain.client import dev_account
+
+    given = [x is not None for x in (key, keystore, account_index)]
+    if sum(given) > 1:
+        raise ConfigError("give only one of --key, --keystore and --account")
+    if key is not None:
+        try:
+            return Account.from_key(key)
+        except (ValueError, TypeError):
+            raise ConfigError("--key is not a 32-byte hex private key") from None
+    if keystore is not None:
+        password = os.environ.get("TRUETRAIN_KEYSTORE_PASSWORD")
+        if password is None:
+            raise ConfigError("--keystore needs its password in TRUETRAIN_KEYSTORE_PASSWORD")
+        try:
+            return Account.from_key(Account.decrypt(json.loads(Path(keystore).read_text()), password))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot open keystore {keystore}: {exc}") from None
+    if account_index is not None:
+        return dev_account(account_index)
+    return None
+
+
+@dataclass
+class Session:
+    """What a command talks to; each part opens on first use."""
+
+    rpc: str
+    ipfs: str
+    deployments: Path = DEPLOYMENTS
+    key: str | None = None
+    keystore: Path | None = None
+    account_index: int | None = None
+    _contracts: object = field(default=None, repr=False)
+    _store: object = field(default=None, repr=False)
+    _reader: object = field(default=None, repr=False)
+    _account: object = field(default=None, repr=False)
+
+    @property
+    def contracts(self):
+        if self._contracts is None:
+            from truetrain.chain.handles import connect_deployment
+
+            # Few retries: a person at a prompt would rather hear at once that nothing answers.
+            self._contracts = connect_deployment(self.rpc, self.deployments, retries=2)
+        return self._contracts
+
+    @property
+    def client(self):
+        return self.contracts.client
+
+    @property
+    def store(self):
+        if self._store is None:
+            from truetrain.storage import StorageClient, StorageSettings
+
+            store = StorageClient(StorageSettings(api_addr=self.ipfs, retries=1, timeout_s=10.0))
+            try:
+                store.id()
+            except StorageError as exc:
+                raise type(exc)(f"no IPFS node answers at {self.ipfs}: {exc}") from None
+            self._store = store
+        return self._store
+
+    @property
+    def reader(self):
+        if self._reader is None:
+            from truetrain.market import MarketReader
+
+            self._reader = MarketReader(self.contracts, self.store)
+        return self._reader
+
+    @property
+    def account(self):
+        if self._account is None:
+            account = load_account(self.key, self.keystore, self.account_index)
+            if account is None:
+                raise ConfigError("this command signs transactions: pass --account N (devnet), --key or --keystore")
+            self._account = account
+        return self._account
+
+    def address_or_own(self, given: str | None) -> str:
+        """``given``, else the signing account's address (for commands that look one up)."""
+        if given is not None:
+            return given
+        if (self.key, self.keystore, self.account_index) == (None, None, None):
+            raise ConfigError("give an ADDRESS, or --account N / --key / --keystore for your own")
+        return self.account.address
+
+    def send(self, call, *, gas: int | None = None):
+        """Sign ``call`` with the session's account and wait for it (a revert raises first)."""
+        return self.client.transact(call, self.account, gas=gas)
+
+    def balance(self, address: str) -> int:
+        return self.client.call(self.contracts.token.functions.balanceOf(address))
+
+    def require_funds(self, address: str, needed: int, what: str) -> None:
+        """Refuse unless ``address`` holds ``needed`` TRAIN for ``what``."""
+        held = self.balance(address)
+        if held < needed:
+            raise Refused(f"insufficient balance: {what} needs {format_tokens(needed)} TRAIN, "
+                          f"{address} holds {format_tokens(held)} TRAIN")
+
+    def require_allowance(self, address: str, spender: str, needed: int, what: str) -> None:
+        """Refuse unless ``address`` already allows ``spender`` to pull ``needed`` TRAIN."""
+        allowed = self.client.call(self.contracts.token.functions.allowance(address, spender))
+        if allowed < needed:
+            raise Refused(f"insufficient allowance: {what} needs {format_tokens(needed)} TRAIN, "
+                          f"{address} allows {spender} {format_tokens(allowed)} TRAIN "
+                          f"(drop --no-approve to approve it)")
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
+
+
+def session_options(signing: bool = False):
+    """Add --rpc, --ipfs (and with ``signing`` --account/--key/--keystore); pass ``session``."""
+
+    def decorate(f):
+        @functools.wraps(f)
+        def wrapper(*args, rpc, ipfs, deployments, account_index=None, key=None, keystore=None, **kwargs):
+            session = Session(rpc or default_rpc(), ipfs or default_ipfs(), deployments or DEPLOYMENTS,
+                              key=key, keystore=keystore, account_index=account_index)
+            try:
+                return f(*args, session=session, **kwargs)
+            finally:
+                session.close()
+
+        if signing:
+            wrapper = click.option("--keystore", type=click.Path(dir_okay=False, path_type=Path),
+                                   help="Encrypted key file (password in TRUETRAIN_KEYSTORE_PASSWORD).")(wrapper)
+            wrapper = click.option("--key", envvar="TRUETRAIN_KEY", help="Hex private key (or TRUETRAIN_KEY).")(wrapper)
+            wrapper = click.option("--account", "account_index", type=click.IntRange(0, 19),
+                                   help="Use Anvil's well-known devnet account N (devnets only).")(wrapper)
+        wrapper = click.option("--deployments", type=click.Path(file_okay=False, path_type=Path),
+                               envvar="TRUETRAIN_DEPLOYMENTS",
+                               help="Folder of deployments/<chain id>.json [default: the checkout's, "
+                                    "or TRUETRAIN_DEPLOYMENTS].")(wrapper)
+        wrapper = click.option("--ipfs", metavar="MULTIADDR",
+                               help="IPFS API address [default: the devnet's, TRUETRAIN_IPFS or /ip4/127.0.0.1/tcp/5001].")(wrapper)
+        wrapper = click.option("--rpc", metavar="URL",
+                               help="JSON-RPC URL [default: the devnet's, TRUETRAIN_RPC or http://127.0.0.1:8545].")(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def emit(payload, as_json: bool, human: str) -> None:
+    """Print ``payload`` as JSON or the ``human`` line(s)."""
+    click.echo(json.dumps(payload, default=str) if as_json else human)
+
+
+__all__ = ["ADDRESS", "AMOUNT", "CID", "ROLE_BITS", "Refused", "Session", "TokenAmountType", "TruetrainError",
+           "emit", "format_tokens", "json_option", "load_account", "role_names", "session_options"]

@@ -1,0 +1,262 @@
+"""The run loop both daemons share: connect, take part, follow events, drive the book.
+
+A daemon is a scanner plus small state machines. Each tick it (1) lets the event follower
+deliver new market events from its SQLite cursor, and the role's ``on_event`` opens book
+entries for the tasks that concern it; (2) steps every open entry once: the role's ``step``
+reads the task's state *from the chain* and sends at most the one transaction that moves
+it on, so a re-delivered event or a restart never sends a transaction twice; (3) does the
+keeper's upkeep when enabled, a heartbeat when due, and withdraws earnings. Failures are
+logged and counted and the loop goes on; SIGTERM lets the current transaction finish and
+then stops the loop before the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+from truetrain.chain.client import ChainClient
+from truetrain.chain.events import EventFollower, Subscription
+from truetrain.chain.handles import connect_deployment
+from truetrain.chain.settings import FollowerSettings
+from truetrain.cli_options import load_account
+from truetrain.daemon.book import Book, Entry
+from truetrain.daemon.faults import Faults
+from truetrain.daemon.keeper import Keeper
+from truetrain.daemon.metrics import Metrics
+from truetrain.daemon.settings import DaemonSettings
+from truetrain.errors import ContractRevert, TruetrainError
+from truetrain.hardware import detect
+from truetrain.market import MarketReader
+from truetrain.storage import StorageClient, StorageSettings
+
+log = logging.getLogger("truetrain.daemon")
+
+#: Every JobMarket event a daemon or its keeper reacts to.
+MARKET_EVENTS = (
+    "JobCreated", "TaskDrawn", "TaskAccepted", "ResultCommitted", "AuditorDrawn", "AuditWaived",
+    "AuditCommitted", "ResultRevealed", "AuditRevealed", "ChallengeWindowOpened", "TaskDisputed",
+    "DisputeResolved", "TaskFinalized", "TaskTimedOut", "TaskRequeued", "TaskClosed", "RoundAdvanced",
+    "JobCompleted", "JobCancelled", "JobExpired",
+)
+#: A task whose step failed this many times with a non-retryable error is given up on.
+MAX_ATTEMPTS = 5
+GAS_CEILING = 5_000_000
+RANDOM_PATH_GAS = 500_000
+
+
+class Stopping(Exception):
+    """Raised inside a step when SIGTERM arrived before the next transaction."""
+
+
+class Daemon:
+    """Base of the worker and verifier daemons; subclasses set ``role``, ``role_bits`` and
+    ``kinds`` and implement ``on_event`` and ``step``."""
+
+    role = "daemon"
+    role_bits = 0
+    kinds: tuple[str, ...] = ()
+
+    def __init__(self, settings: DaemonSettings):
+        self.settings = settings
+        self.account = load_account(settings.key, settings.keystore, settings.account_index)
+        self.address = self.account.address
+        self.stop_event = threading.Event()
+        self.metrics = Metrics(self.role)
+        self.state_dir = settings.state_path(self.address)
+        self.book = Book(self.state_dir / "book.sqlite")
+        self.device = settings.torch_device()
+        self.keeper = Keeper(self) if settings.keeper else None
+        self.faults = Faults.from_env()
+        self.ticks = 0
+        self.block = 0
+
+    # --- connecting and taking part -----------------------------------------------------
+
+    def connect(self) -> None:
+        client = ChainClient(self.settings.rpc_url, confirmations=self.settings.confirmations, gas_buffer=1.5)
+        self.contracts = connect_deployment(client, self.settings.deployments)
+        self.client = client
+        self.market = self.contracts.market
+        self.store = StorageClient(StorageSettings(api_addr=self.settings.ipfs_api))
+        self.store.id()  # fail now, in one line, if no IPFS node answers
+        self.reader = MarketReader(self.contracts, self.store)
+
+    def send(self, name: str, call, *, random_path: bool = False):
+        """Send one transaction (after a SIGTERM: none, :class:`Stopping` instead).
+
+        ``random_path``: the call reads ``block.prevrandao`` (a draw of a worker or an
+        auditor), so the mined block may take a costlier path than the estimate did; it
+        gets twice the estimate, at least ``RANDOM_PATH_GAS``.
+        """
+        if self.stop_event.is_set():
+            raise Stopping(name)
+        try:
+            gas = None
+            if random_path:
+                gas = min(max(2 * self.client.estimate(call, self.account), RANDOM_PATH_GAS), GAS_CEILING)
+            receipt = self.client.transact(call, self.account, gas=gas)
+        except ContractRevert as exc:
+            self.metrics.reverts.labels(exc.error).inc()
+            raise
+        self.metrics.transactions.labels(name).inc()
+        log.info("sent %s", name, extra={"tx": receipt.tx_hash, "gas": receipt.gas_used, "block": receipt.block_number})
+        self.faults.after_send(name)
+        return receipt
+
+    def capability(self, profile) -> tuple:
+        return (profile.device_class, profile.memory_mib, max(1, profile.throughput_gflops), self.settings.region,
+                self.settings.max_concurrent)
+
+    def ensure_identity(self) -> None:
+        """Register (or add this role to) the CHAIN identity, with a hardware profile on IPFS."""
+        registry = self.contracts.registry
+        identity = registry.functions.identityOf(self.address).call()
+        registered, roles = identity[0], identity[1]
+        if registered and roles & self.role_bits == self.role_bits:
+            return
+        profile = detect()
+        if not registered:
+            stored = self.store.add_bytes(profile.canonical_json())
+            self.send("register", registry.functions.register(self.role_bits, stored.cid, stored.hash,
+                                                              self.capability(profile)))
+            log.info("registered identity", extra={"profile": stored.cid, "device": profile.device_name,
+                                                   "memory_mib": profile.memory_mib})
+        else:
+            self.send("setRoles", registry.functions.setRoles(roles | self.role_bits))
+
+    def ensure_stake(self) -> None:
+        """Top the active stake up to ``stake_wei`` and join the pool."""
+        stake, token = self.contracts.stake, self.contracts.token
+        active = stake.functions.stakeOf(self.address).call()[0]
+        missing = self.settings.stake_wei - active
+        if missing > 0:
+            if token.functions.allowance(self.address, stake.address).call() < missing:
+                self.send("approve", token.functions.approve(stake.address, missing))
+            self.send("stake", stake.functions.stake(missing))
+        pool = self.contracts.pool
+        if not pool.functions.memberOf(self.address).call()[0]:
+            self.send("joinPool", pool.functions.joinPool())
+        self.book.set_value("last_heartbeat", str(self.client.w3.eth.block_number))
+
+    def heartbeat_if_due(self) -> None:
+        last = self.contracts.registry.functions.lastSeenBlock(self.address).call()
+        if self.block - last >= self.settings.heartbeat_blocks:
+            self.send("heartbeat", self.contracts.registry.functions.heartbeat())
+
+    def withdraw_if_credited(self) -> None:
+        credits = self.market.functions.credits(self.address).call()
+        if credits > 0:
+            self.send("withdraw", self.market.functions.withdraw())
+            self.metrics.withdrawn.inc(credits)
+            log.info("withdrew earnings", extra={"wei": credits})
+
+    # --- the role's part ----------------------------------------------------------------
+
+    def on_event(self, event) -> None:
+        raise NotImplementedError
+
+    def step(self, entry: Entry) -> None:
+        raise NotImplementedError
+
+    def _dispatch(self, event) -> None:
+        self.on_event(event)
+        if self.keeper is not None:
+            self.keeper.on_event(event)
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def guarded(self, what: str, action, *args) -> bool:
+        """Run ``action``; log and count a failure instead of dying. False when it failed."""
+        try:
+            action(*args)
+            return True
+        except Stopping:
+            return False
+        except ContractRevert as exc:
+            log.warning("%s refused: %s", what, exc)
+        except TruetrainError as exc:
+            self.metrics.errors.labels(type(exc).__name__).inc()
+            log.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
+        except Exception as exc:  # noqa: BLE001 - a daemon logs a bug and keeps its state
+            self.metrics.errors.labels(type(exc).__name__).inc()
+            log.exception("%s failed unexpectedly", what)
+        return False
+
+    def step_entry(self, entry: Entry) -> None:
+        try:
+            self.step(entry)
+        except (Stopping, ContractRevert):
+            raise
+        except TruetrainError as exc:
+            if not exc.retryable and self.book.failed_attempt(entry.task_id, entry.kind, str(exc)) >= MAX_ATTEMPTS:
+                self.book.close_entry(entry.task_id, entry.kind, "failed", str(exc))
+                log.error("gave up on task", extra={"task": str(entry.task_id), "kind": entry.kind})
+            raise
+
+    def tick(self) -> None:
+        self.ticks += 1
+        self.block = self.client.w3.eth.block_number
+        self.metrics.block.set(self.block)
+        self.follower.poll()
+        for kind in self.kinds:
+            for entry in self.book.open_entries(kind):
+                if self.stop_event.is_set():
+                    return
+                self.guarded(f"task {entry.task_id} ({kind})", self.step_entry, entry)
+        if self.keeper is not None:
+            self.guarded("keeper", self.keeper.tick)
+        self.guarded("heartbeat", self.heartbeat_if_due)
+        if self.ticks % 4 == 1:
+            self.guarded("withdraw", self.withdraw_if_credited)
+        if self.ticks % 20 == 1:
+            self.metrics.sample_gpu()
+        self.metrics.update_book(self.book.counts())
+
+    def start(self) -> None:
+        """Connect and take part (identity, stake, pool); build the event follower."""
+        self.connect()
+        genesis = bytes(self.client.w3.eth.get_block(0)["hash"]).hex()
+        if self.book.bind_chain(f"{genesis}:{self.market.address}"):
+            log.warning("the chain or market changed since the book was written: starting a fresh book")
+        self.ensure_identity()
+        self.ensure_stake()
+        self.follower = EventFollower(
+            self.client, [Subscription("market", self.market, MARKET_EVENTS)], self._dispatch,
+            self.state_dir / "cursor.sqlite",
+            FollowerSettings(poll_interval_s=self.settings.poll_interval_s, confirmations=self.settings.confirmations),
+        )
+        self.metrics.serve(self.settings.metrics_port)
+        log.info("%s running", self.role, extra={"address": self.address, "device": self.device,
+                                                 "market": self.market.address, "keeper": self.keeper is not None})
+
+    def install_signal_handlers(self) -> None:
+        def stop(signum, _frame):
+            log.info("signal %d: finishing the current transaction, then stopping", signum)
+            self.stop_event.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+    def run(self, *, max_ticks: int | None = None) -> None:
+        """Start, then tick every ``poll_interval_s`` until stopped."""
+        self.start()
+        ticks = 0
+        try:
+            while not self.stop_event.is_set() and (max_ticks is None or ticks < max_ticks):
+                ticks += 1
+                started = time.monotonic()
+                self.guarded("tick", self.tick)
+                self.stop_event.wait(max(0.0, self.settings.poll_interval_s - (time.monotonic() - started)))
+        finally:
+            self.close()
+        log.info("%s stopped", self.role)
+
+    def close(self) -> None:
+        if hasattr(self, "follower"):
+            self.follower.close()
+        if hasattr(self, "store"):
+            self.store.close()
+        self.book.close()

@@ -1,0 +1,61 @@
+"""The ``run`` command both daemons share: flags → typed settings → the daemon's loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from truetrain.cli_options import AMOUNT, default_ipfs, default_rpc
+from truetrain.daemon.logs import setup_logging
+from truetrain.daemon.settings import DEVICES, load_settings
+
+
+def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_default: bool = False) -> click.Command:
+    """A click ``run`` command that builds ``factory(settings)`` and runs it until SIGTERM."""
+
+    def run(config, max_ticks, **flags):
+        flags = {k: v for k, v in flags.items() if v is not None}
+        # Flags win over TRUETRAIN_* variables, which win over the file, which wins over the
+        # local devnet's addresses.
+        settings = load_settings(role, flags, config_file=config,
+                                 defaults={"rpc_url": default_rpc(), "ipfs_api": default_ipfs(),
+                                           "keeper": keeper_default})
+        setup_logging(settings.log_format, {"role": role}, settings.log_file)
+        daemon = factory(settings)
+        daemon.install_signal_handlers()
+        daemon.run(max_ticks=max_ticks)
+
+    options = [
+        click.option("--config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help=f"TOML settings file (a [{role}] table or top-level keys)."),
+        click.option("--rpc", "rpc_url", help="JSON-RPC URL [default: the devnet's]."),
+        click.option("--ipfs", "ipfs_api", help="IPFS API multiaddr [default: the devnet's]."),
+        click.option("--account", "account_index", type=click.IntRange(0, 19), help="Anvil devnet account N."),
+        click.option("--key", help="Hex private key (or TRUETRAIN_KEY)."),
+        click.option("--keystore", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Encrypted key file (password in TRUETRAIN_KEYSTORE_PASSWORD)."),
+        click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+                     help=f"Folder for the book and cursor [default: .state/{role}-<address>]."),
+        click.option("--deployments", type=click.Path(file_okay=False, path_type=Path),
+                     help="Folder of deployments/<chain id>.json."),
+        click.option("--device", type=click.Choice(DEVICES), help="Torch device [default: auto]."),
+        click.option("--metrics-port", type=click.IntRange(0, 65535), help="Prometheus port on 127.0.0.1 (0: off)."),
+        click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between ticks [default: 0.5]."),
+        click.option("--confirmations", type=click.IntRange(0, 64), help="Blocks to wait on top of a transaction."),
+        click.option("--stake", "stake_wei", type=AMOUNT, help="Top the active stake up to this many TRAIN."),
+        click.option("--heartbeat-blocks", type=click.IntRange(1), help="Heartbeat when the last is this old."),
+        click.option("--keeper/--no-keeper", default=None,
+                     help=f"Also draw, time out and finalize tasks [default: {'on' if keeper_default else 'off'}]."),
+        click.option("--region", type=click.IntRange(0, 65535), help="Region code to declare."),
+        click.option("--max-concurrent", type=click.IntRange(1, 255), help="Tasks at once to declare."),
+        click.option("--log-format", type=click.Choice(["json", "text"]), help="Log lines as JSON or text."),
+        click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), help="Also log to this file."),
+        click.option("--max-ticks", type=click.IntRange(1), hidden=True),
+    ]
+    if sample_rate:
+        options.append(click.option("--sample-rate", type=click.FloatRange(0, 1),
+                                    help="Share of other finished tasks to replay [default: 0]."))
+    for option in reversed(options):
+        run = option(run)
+    return click.command("run", help=f"Run the {role} daemon until SIGTERM (settings: flags > TRUETRAIN_* env > --config file).")(run)

@@ -1,0 +1,101 @@
+"""The keeper duty: the permissionless calls that keep jobs moving.
+
+Nobody in particular is paid to draw a job's next task, to time out a late worker or to
+finalize a task whose challenge window is over, so any daemon may do it (``keeper = true``).
+The keeper learns every task's current deadline from events (``due`` = deadline + 1 in its
+book) and looks at a task again only once that block is reached; it reads the task from the
+chain before it acts, and a call that gas estimation refuses sends nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from truetrain.errors import ContractRevert
+from truetrain.market import TaskStatus
+
+log = logging.getLogger("truetrain.keeper")
+
+KIND = "keep"
+#: Events that carry a task's new phase deadline, and the argument holding it.
+DEADLINE_ARGS = {
+    "TaskDrawn": "acceptDeadline", "TaskAccepted": "commitDeadline", "ResultCommitted": "revealDeadline",
+    "AuditorDrawn": "auditDeadline", "AuditCommitted": "revealDeadline", "AuditWaived": "revealDeadline",
+    "ChallengeWindowOpened": "deadline",
+}
+ENDED = {"TaskFinalized", "TaskClosed", "TaskRequeued"}
+JOB_ENDED = {"JobCompleted", "JobCancelled", "JobExpired"}
+#: Refusals of drawTask that mean "nothing to do for this job now".
+NOTHING_TO_DRAW = {"JobNothingToDraw", "JobNoEligibleWorker"}
+TIMEOUTABLE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED}
+DRAWS_PER_TICK = 8
+MAX_BATCH = 32
+
+
+class Keeper:
+    def __init__(self, daemon):
+        self.daemon = daemon
+
+    @property
+    def book(self):
+        return self.daemon.book
+
+    def on_event(self, event) -> None:
+        args = event.args
+        if event.event == "JobCreated":
+            self.book.set_job(args["jobId"], True)
+        elif event.event in JOB_ENDED:
+            self.book.set_job(args["jobId"], False)
+        elif event.event in DEADLINE_ARGS:
+            due = int(args[DEADLINE_ARGS[event.event]]) + 1
+            self.book.open(args["taskId"], KIND, due=due)
+            self.book.set_due(args["taskId"], KIND, due)
+        elif event.event in ENDED:
+            self.book.close_entry(args["taskId"], KIND, "done")
+
+    def tick(self) -> None:
+        for job_id in self.book.active_jobs():
+            self.draw(job_id)
+        block = self.daemon.block
+        finalizable = []
+        for entry in self.book.open_entries(KIND, due_by=block):
+            task = self.daemon.reader.task(entry.task_id)
+            if task.status in (TaskStatus.FINALIZED, TaskStatus.CLOSED, TaskStatus.PENDING, TaskStatus.NONE):
+                self.book.close_entry(entry.task_id, KIND, "done")
+            elif block <= task.deadline:
+                self.book.set_due(entry.task_id, KIND, task.deadline + 1)
+            elif task.status == TaskStatus.CHALLENGE_WINDOW:
+                finalizable.append(entry.task_id)
+            elif task.status in TIMEOUTABLE:
+                self.act("timeoutTask", self.daemon.market.functions.timeoutTask(entry.task_id), entry.task_id)
+            else:  # Disputed: the dispute game moves it on
+                self.book.set_due(entry.task_id, KIND, block + 10)
+        for start in range(0, len(finalizable), MAX_BATCH):
+            batch = finalizable[start:start + MAX_BATCH]
+            call = self.daemon.market.functions.finalize(batch[0]) if len(batch) == 1 else \
+                self.daemon.market.functions.finalizeMany(batch)
+            self.act("finalize" if len(batch) == 1 else "finalizeMany", call, batch[0])
+
+    def act(self, name: str, call, task_id: int) -> None:
+        try:
+            # A timeout may draw another auditor: a random path.
+            self.daemon.send(name, call, random_path=name == "timeoutTask")
+        except ContractRevert as exc:  # another keeper was first, or the state moved on
+            log.info("%s of task %s refused: %s", name, task_id, exc.error)
+            self.book.set_due(task_id, KIND, self.daemon.block + 1)
+
+    def draw(self, job_id: int) -> None:
+        """Offer the job's next tasks while the market has something to draw."""
+        market = self.daemon.market
+        for _ in range(DRAWS_PER_TICK):
+            call = market.functions.drawTask(job_id)
+            try:
+                self.daemon.send("drawTask", call, random_path=True)
+            except ContractRevert as exc:
+                if exc.error == "JobPastExpiry":
+                    self.act("expireJob", market.functions.expireJob(job_id), 0)
+                elif exc.error == "JobNotActive":
+                    self.book.set_job(job_id, False)
+                elif exc.error not in NOTHING_TO_DRAW:
+                    log.warning("drawTask for job %s refused: %s", job_id, exc)
+                return

@@ -1,0 +1,176 @@
+"""`make demo`: one job through the market, with every role a separate process.
+
+It brings the local devnet up (Anvil mining a block a second plus one per transaction, an
+IPFS dev node, the contracts, funded dev accounts), starts three worker daemons and one
+verifier daemon, submits a digits MLP job of 3 shards × 3 rounds, follows it live from the
+chain, downloads and evaluates the final model, stops the daemons with SIGTERM and prints
+where every token went.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from truetrain.chain.client import dev_account
+from truetrain.chain.handles import connect_deployment
+from truetrain.cli_options import TOKEN, format_tokens
+from truetrain.demo.processes import start_daemon, wait_for_log
+from truetrain.demo.progress import Progress
+from truetrain.demo.report import balances, print_flows, token_flows
+from truetrain.devnet import FUNDED_ACCOUNTS, devnet_down, devnet_up
+from truetrain.errors import TruetrainError
+from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader
+from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
+from truetrain.paths import DEPLOYMENTS, HOME
+from truetrain.storage import StorageClient, StorageSettings
+from truetrain.training import build_manifest, evaluate, publish_dataset
+
+SUBMITTER, WORKERS, VERIFIER = 1, (2, 3, 4), 5
+SHARDS, ROUNDS = 3, 3
+TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
+                 accept_window=20, compute_window=300, reveal_window=60, challenge_window=3, audit_rate_bps=5_000)
+TIME_LIMIT_S = 170
+
+
+def demo_manifest(store):
+    data = publish_dataset(store, "digits", num_shards=SHARDS, seed=3)
+    return build_manifest(name="digits-mlp-demo", seed=3, numeric_mode="repro",
+                          model={"kind": "mlp", "widths": [64, 128, 10]},
+                          optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
+                          batch_size=32, steps_per_task=60, checkpoint_interval=20, rounds=ROUNDS, **data)
+
+
+def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, down: bool = False) -> int:
+    started = time.monotonic()
+    out = Path(out or HOME / "demo-out")
+    print(f"[1/6] devnet: Anvil on 127.0.0.1:{port}, IPFS dev node on 127.0.0.1:{ipfs_port}")
+    state = devnet_up(port, ipfs_port)
+    rpc, ipfs = state["anvil"]["url"], state["ipfs"]["api_addr"]
+    print(f"      chain {rpc} (chain id {state['anvil']['chain_id']}), JobMarket {state['contracts']['market']}; "
+          f"{'deployed now' if state['deployed'] else 'reused the live deployment'}")
+    names = {dev_account(SUBMITTER).address: "submitter"}
+    daemons = []
+    try:
+        print("[2/6] daemons: 3 workers and 1 verifier, each its own process (logs in "
+              f"{HOME / 'logs'})")
+        for account in WORKERS:
+            daemons.append(start_daemon("worker", account, dev_account(account).address, rpc=rpc, ipfs=ipfs,
+                                        home=HOME, deployments=DEPLOYMENTS,
+                                        extra=["--stake", "500", "--poll-interval", "0.3", "--device", "cpu"]))
+        daemons.append(start_daemon("verifier", VERIFIER, dev_account(VERIFIER).address, rpc=rpc, ipfs=ipfs,
+                                    home=HOME, deployments=DEPLOYMENTS,
+                                    extra=["--stake", "500", "--poll-interval", "0.3", "--device", "cpu",
+                                           "--max-concurrent", "4", "--keeper"]))
+        for d in daemons:
+            names[d.address] = d.name
+        for d in daemons:
+            if not wait_for_log(d, f"{d.role} running", timeout=90):
+                raise TruetrainError(f"{d.name} did not start; see {d.log_path}")
+            print(f"      {d.name:10} pid {d.proc.pid:>7}  {d.address}  staked 500 TRAIN, in the pool")
+
+        contracts = connect_deployment(rpc, DEPLOYMENTS)
+        with StorageClient(StorageSettings(api_addr=ipfs)) as store:
+            submitter = dev_account(SUBMITTER)
+            print(f"[3/6] job: digits (1,797 8×8 images) split into {SHARDS} shards on IPFS, "
+                  f"MLP 64-128-10, {ROUNDS} rounds of 60 SGD steps a shard, repro numerics")
+            manifest = demo_manifest(store)
+            cid = publish_manifest(store, manifest)
+            ensure_registered(contracts, store, submitter, ROLE_SUBMITTER)
+            job_id, escrow = create_job(contracts, submitter, manifest, cid, TERMS)
+            print(f"      job {job_id} submitted by {submitter.address}: manifest {cid}, escrow "
+                  f"{format_tokens(escrow)} TRAIN = {SHARDS + 1} tasks × {ROUNDS} rounds × "
+                  f"({format_tokens(TERMS.reward_per_task)} reward + {format_tokens(TERMS.audit_fee)} audit fee)")
+
+            print("[4/6] live, from the chain's events:")
+            progress = Progress(contracts, job_id, names, started)
+            deadline = started + TIME_LIMIT_S
+            while progress.job_status() == JobStatus.ACTIVE:
+                progress.poll()
+                dead = [d.name for d in daemons if not d.alive()]
+                if dead:
+                    raise TruetrainError(f"daemon(s) {', '.join(dead)} exited; see {HOME / 'logs'}")
+                if time.monotonic() > deadline:
+                    raise TruetrainError(f"the job did not finish within {TIME_LIMIT_S} s")
+                time.sleep(0.5)
+            progress.poll()
+
+            reader = MarketReader(contracts, store)
+            final_cid, final_hash, model = reader.final_checkpoint(job_id)
+            accuracy = evaluate(manifest, model, reader.test_set(job_id))
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "model.ckpt").write_bytes(model)
+            plot = write_plot(reader, job_id, manifest, out)
+            print(f"[5/6] job {job_id} completed: final model {final_cid} (hash verified), "
+                  f"held-out accuracy {accuracy:.1%}")
+            print(f"      model written to {out / 'model.ckpt'}; loss and accuracy plot {plot}")
+
+            wait_for_withdrawals(contracts, daemons, timeout=20)
+            if contracts.market.functions.credits(submitter.address).call():
+                contracts.client.transact(contracts.market.functions.withdraw(), submitter)
+        print("[6/6] daemons stopped with SIGTERM: " + ", ".join(f"{d.name} exit {d.terminate()}" for d in daemons))
+        rows, totals = token_flows(contracts, job_id, names)
+        print("\n  token flows of the job")
+        print_flows(rows)
+        accounts = {v: k for k, v in names.items()}
+        table, conserved, (minted, held, burned) = balances(
+            contracts, accounts, [dev_account(i).address for i in range(FUNDED_ACCOUNTS + 1)])
+        print(f"\n  {'account':10} {'wallet':>10} {'staked':>8} {'credits':>8}")
+        for name, wallet, staked, credits in table:
+            print(f"  {name:10} {format_tokens(wallet):>10} {format_tokens(staked):>8} {format_tokens(credits):>8}")
+        print(f"\n  minted {format_tokens(minted)} = held {format_tokens(held)} + burned {format_tokens(burned)} "
+              f"({'conserved' if conserved else 'NOT CONSERVED'}); escrow left {format_tokens(totals['left'])}")
+        if not conserved or totals["left"] != 0:
+            return 1
+    finally:
+        for d in daemons:
+            d.terminate()
+        if down:
+            devnet_down()
+    took = time.monotonic() - started
+    print(f"\ndone in {took:.0f} s.", "Devnet stopped." if down else
+          "The devnet is still up: try `truetrain job status 1` or `truetrain identity show <address>`; "
+          "stop everything with `truetrain devnet down`.")
+    return 0
+
+
+def wait_for_withdrawals(contracts, daemons, timeout: float) -> None:
+    """Give the daemons a moment to pull their earnings before they are stopped."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(contracts.market.functions.credits(d.address).call() == 0 for d in daemons):
+            return
+        time.sleep(0.5)
+
+
+def write_plot(reader, job_id: int, manifest, out: Path) -> Path:
+    """Loss (mean over the round's shard tasks) and held-out accuracy after each round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from truetrain.market import encode_task_id
+
+    test = reader.test_set(job_id)
+    advanced = reader.rounds_advanced(job_id)
+    rounds = sorted(advanced)
+    accuracy = [evaluate(manifest, reader.fetch(*advanced[r]), test) for r in rounds]
+    loss = []
+    for r in rounds:
+        values = [reader.result(encode_task_id(job_id, r - 1, i)).metrics["mean_train_loss"]
+                  for i in range(len(manifest.shards))]
+        loss.append(sum(values) / len(values))
+    fig, left = plt.subplots(figsize=(6, 3.5))
+    left.plot(rounds, loss, "o-", color="tab:red", label="train loss")
+    left.set_xlabel("round")
+    left.set_ylabel("mean train loss")
+    right = left.twinx()
+    right.plot(rounds, accuracy, "s-", color="tab:blue", label="held-out accuracy")
+    right.set_ylabel("held-out accuracy")
+    left.set_title(f"job {job_id}: {manifest.name}")
+    fig.tight_layout()
+    path = out / "training.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

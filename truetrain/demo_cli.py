@@ -1,0 +1,28 @@
+"""``truetrain demo``: the main job end to end on the local devnet."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from truetrain.errors import TruetrainError
+
+
+@click.command("demo")
+@click.option("--port", type=click.IntRange(1, 65535), default=8545, show_default=True, help="Anvil RPC port.")
+@click.option("--ipfs-port", type=click.IntRange(1, 65535), default=5001, show_default=True, help="IPFS API port.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the model and plot go [default: demo-out/].")
+@click.option("--down", is_flag=True, help="Stop the devnet at the end.")
+def demo(port: int, ipfs_port: int, out: Path | None, down: bool) -> None:
+    """Devnet up, 3 worker and 1 verifier daemons, a digits job of 3 shards x 3 rounds, results."""
+    from truetrain.demo.run import run_demo
+
+    try:
+        code = run_demo(port, ipfs_port, out, down)
+    except TruetrainError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(code)

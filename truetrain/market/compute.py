@@ -1,0 +1,40 @@
+"""Compute a task's result from its verified inputs: what a worker publishes and an auditor replays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from truetrain.training import Checkpoint, TaskResult, aggregate, run_task
+
+from .codes import decode_task_id
+
+
+@dataclass(frozen=True)
+class ComputedResult:
+    """A training task's :class:`TaskResult` or an aggregation task's merged checkpoint."""
+
+    task_id: int
+    root: bytes
+    training: TaskResult | None = None
+    aggregated: Checkpoint | None = None
+
+    @property
+    def is_aggregation(self) -> bool:
+        return self.aggregated is not None
+
+    @property
+    def steps(self) -> int:
+        return int(self.training.metrics["steps"]) if self.training else 0
+
+
+def compute_task(reader, task_id: int, *, device=None) -> ComputedResult:
+    """Train (index < shards) or aggregate (index == shards) task ``task_id`` from the inputs
+    ``reader`` (a :class:`~truetrain.market.reader.MarketReader`) finds and verifies."""
+    job_id, round_index, index = decode_task_id(task_id)
+    manifest = reader.manifest(job_id)
+    if index == len(manifest.shards):
+        merged = aggregate(manifest, round_index, reader.contributions(job_id, round_index))
+        return ComputedResult(task_id, merged.hash(), aggregated=merged)
+    result = run_task(manifest, reader.shard(job_id, index), reader.round_start(job_id, round_index),
+                      index, round_index, device=device)
+    return ComputedResult(task_id, result.merkle_root, training=result)

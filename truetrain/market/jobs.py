@@ -1,0 +1,75 @@
+"""Creating a job: the market terms a submitter chooses, the escrow they cost, the call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from web3.logs import DISCARD
+
+from truetrain.training import Manifest
+
+
+@dataclass(frozen=True)
+class JobTerms:
+    """What a submitter offers and requires, beside the manifest. Windows are in blocks."""
+
+    reward_per_task: int
+    audit_fee: int
+    worker_collateral: int
+    accept_window: int = 20
+    compute_window: int = 300
+    reveal_window: int = 60
+    challenge_window: int = 5
+    device_class: int = 1
+    memory_mib: int = 1024
+    preferred_region: int = 0
+    audit_rate_bps: int = 5_000
+    expiry_blocks: int = 100_000
+
+    def escrow(self, shards: int, rounds: int) -> int:
+        """(shards + 1) × rounds × (reward + audit fee): every task, aggregation ones included."""
+        return (shards + 1) * rounds * (self.reward_per_task + self.audit_fee)
+
+    def params(self, manifest: Manifest, manifest_cid: str, block: int) -> tuple:
+        """The JobParams tuple for ``createJob``."""
+        initial = manifest.initial_checkpoint
+        return (manifest_cid, manifest.hash(), initial.cid if initial else "", initial.hash if initial else bytes(32),
+                len(manifest.shards), manifest.rounds, self.reward_per_task, self.audit_fee, self.worker_collateral,
+                self.accept_window, self.compute_window, self.reveal_window, self.challenge_window,
+                self.device_class, self.memory_mib, self.preferred_region, self.audit_rate_bps,
+                manifest.steps_per_task * manifest.batch_size, block + self.expiry_blocks)
+
+
+def create_job(contracts, account, manifest: Manifest, manifest_cid: str, terms: JobTerms) -> tuple[int, int]:
+    """Approve exactly the escrow and create the job; return (job id, escrow)."""
+    client, token, market = contracts.client, contracts.token, contracts.market
+    escrow = terms.escrow(len(manifest.shards), manifest.rounds)
+    params = terms.params(manifest, manifest_cid, client.w3.eth.block_number)
+    client.transact(token.functions.approve(market.address, escrow), account)
+    receipt = client.transact(market.functions.createJob(params), account)
+    created = market.events.JobCreated().process_receipt(receipt.raw, errors=DISCARD)
+    return created[0]["args"]["jobId"], escrow
+
+
+def publish_manifest(store, manifest: Manifest) -> str:
+    """Store the manifest's canonical bytes; return its CID."""
+    return store.add_bytes(manifest.to_bytes()).cid
+
+
+def ensure_registered(contracts, store, account, roles: int) -> bool:
+    """Register ``account``'s identity with ``roles`` (hardware profile on IPFS) unless it
+    has one holding them; True when a transaction was sent."""
+    from truetrain.hardware import detect
+
+    registry, client = contracts.registry, contracts.client
+    identity = registry.functions.identityOf(account.address).call()
+    if identity[0] and identity[1] & roles == roles:
+        return False
+    if identity[0]:
+        client.transact(registry.functions.setRoles(identity[1] | roles), account)
+        return True
+    profile = detect(measure=False)
+    stored = store.add_bytes(profile.canonical_json())
+    capability = (profile.device_class, profile.memory_mib, max(1, profile.throughput_gflops), 0, 1)
+    client.transact(registry.functions.register(roles, stored.cid, stored.hash, capability), account)
+    return True

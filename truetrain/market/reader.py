@@ -1,0 +1,143 @@
+"""Verified reads of what a task needs: manifest, shard, start checkpoint, round results.
+
+Everything is found from the chain (views and logs) and fetched from IPFS with the hash
+the chain or the manifest recorded, so a worker, a verifier and a submitter that use this
+reader see the same, checked inputs. Logs are looked up by indexed job or task id; results
+are cached per process because they never change once on chain (the latest reveal of a task
+wins, which is the one that was finalized).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from truetrain.errors import ResultInvalid, UnknownJob
+from truetrain.training import Contribution, Manifest, load_manifest
+
+from .codes import encode_task_id
+from .results import ResultBundle
+from .views import JobView, TaskView
+
+#: Largest object a reader fetches (checkpoints, shards, manifests).
+MAX_OBJECT_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """A task's latest ``ResultRevealed``: who revealed what, and in which block."""
+
+    task_id: int
+    worker: str
+    root: bytes
+    cid: str
+    block: int
+
+
+class MarketReader:
+    """Reads the market through ``contracts`` (a :class:`~truetrain.chain.handles.Contracts`)
+    and the content it names through ``store`` (a :class:`~truetrain.storage.StorageClient`)."""
+
+    def __init__(self, contracts, store, *, max_bytes: int = MAX_OBJECT_BYTES, from_block: int = 0):
+        self.contracts = contracts
+        self.market = contracts["market"]
+        self.store = store
+        self.max_bytes = max_bytes
+        self.from_block = from_block
+        self._manifests: dict[int, Manifest] = {}
+
+    # --- chain views --------------------------------------------------------------
+
+    def job(self, job_id: int) -> JobView:
+        """The job, or :class:`UnknownJob`."""
+        job = JobView.read(self.market, job_id)
+        if not job.exists:
+            raise UnknownJob(f"no job {job_id} on the market at {self.market.address}")
+        return job
+
+    def task(self, task_id: int) -> TaskView:
+        return TaskView.read(self.market, task_id)
+
+    def _logs(self, event: str, **filters) -> list:
+        found = getattr(self.market.events, event)().get_logs(from_block=self.from_block, argument_filters=filters)
+        return sorted(found, key=lambda e: (e["blockNumber"], e["logIndex"]))
+
+    def job_created(self, job_id: int):
+        logs = self._logs("JobCreated", jobId=job_id)
+        if not logs:
+            raise UnknownJob(f"no job {job_id} on the market at {self.market.address}")
+        return logs[-1]
+
+    def reveal(self, task_id: int) -> Reveal | None:
+        """The task's latest reveal, or None before any."""
+        logs = self._logs("ResultRevealed", taskId=task_id)
+        if not logs:
+            return None
+        args = logs[-1]["args"]
+        return Reveal(task_id, args["worker"], bytes(args["root"]), args["resultCid"], logs[-1]["blockNumber"])
+
+    def rounds_advanced(self, job_id: int) -> dict[int, tuple[str, bytes]]:
+        """Rounds done → the (CID, hash) of the global checkpoint after them."""
+        return {e["args"]["round"]: (e["args"]["checkpointCid"], bytes(e["args"]["checkpointHash"]))
+                for e in self._logs("RoundAdvanced", jobId=job_id)}
+
+    # --- verified content ---------------------------------------------------------
+
+    def fetch(self, cid: str, expected_hash: bytes) -> bytes:
+        return self.store.fetch(cid, expected_hash, max_size=self.max_bytes)
+
+    def manifest(self, job_id: int) -> Manifest:
+        """The job's manifest, checked against the hash the job recorded."""
+        if job_id not in self._manifests:
+            args = self.job_created(job_id)["args"]
+            data = self.fetch(args["manifestCid"], bytes(args["manifestHash"]))
+            self._manifests[job_id] = load_manifest(data)
+        return self._manifests[job_id]
+
+    def shard(self, job_id: int, index: int) -> bytes:
+        ref = self.manifest(job_id).shards[index]
+        return self.fetch(ref.cid, ref.hash)
+
+    def test_set(self, job_id: int) -> bytes:
+        ref = self.manifest(job_id).test_set
+        return self.fetch(ref.cid, ref.hash)
+
+    def round_start(self, job_id: int, round_index: int) -> bytes | None:
+        """The global checkpoint round ``round_index`` trains from (None: initialise from the seed)."""
+        if round_index == 0:
+            initial = self.manifest(job_id).initial_checkpoint
+            return self.fetch(initial.cid, initial.hash) if initial else None
+        advanced = self.rounds_advanced(job_id)
+        if round_index not in advanced:
+            raise ResultInvalid(f"job {job_id} has not finished round {round_index - 1} yet")
+        return self.fetch(*advanced[round_index])
+
+    def result(self, task_id: int) -> ResultBundle:
+        """A training task's revealed bundle, checked against its revealed root."""
+        revealed = self.reveal(task_id)
+        if revealed is None:
+            raise ResultInvalid(f"task {task_id} has no revealed result")
+        bundle = ResultBundle.from_bytes(self.fetch_bundle(revealed.cid), revealed.root)
+        if bundle.task_id != task_id:
+            raise ResultInvalid(f"result bundle at {revealed.cid} is for task {bundle.task_id}, not {task_id}")
+        return bundle
+
+    def fetch_bundle(self, cid: str) -> bytes:
+        # The bundle's own hash is not on chain; its content is checked against the root.
+        return self.store.fetch_unverified(cid, max_size=self.max_bytes)
+
+    def contributions(self, job_id: int, round_index: int) -> list[Contribution]:
+        """Round ``round_index``'s verified shard results, ready for ``aggregate``."""
+        job = self.job(job_id)
+        out = []
+        for index in range(job.shards):
+            bundle = self.result(encode_task_id(job_id, round_index, index))
+            final = self.fetch(bundle.final.cid, bundle.final.hash)
+            out.append(Contribution(index, bundle.samples, final))
+        return out
+
+    def final_checkpoint(self, job_id: int) -> tuple[str, bytes, bytes]:
+        """(CID, hash, bytes) of the job's current global checkpoint (the final one once completed)."""
+        job = self.job(job_id)
+        if not job.checkpoint_cid:
+            raise ResultInvalid(f"job {job_id} has no global checkpoint yet (round {job.current_round})")
+        return job.checkpoint_cid, job.checkpoint_hash, self.fetch(job.checkpoint_cid, job.checkpoint_hash)
