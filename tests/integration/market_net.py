@@ -71,7 +71,7 @@ class MarketNet:
             manifest = build_manifest(name="digits-test", seed=3, numeric_mode="repro",
                                       model={"kind": "mlp", "widths": [64, 128, 10]},
                                       optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
-                                      batch_size=32, steps_per_task=steps, checkpoint_interval=steps // 3 or 1,
+                                      batch_size=32, steps_per_task=steps, checkpoint_interval=steps // 2 if steps % 2 == 0 else steps,
                                       rounds=rounds, **data)
             cid = publish_manifest(store, manifest)
             submitter = dev_account(SUBMITTER)

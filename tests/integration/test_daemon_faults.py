@@ -1,0 +1,108 @@
+"""Daemons under faults, all in one job: a worker killed with ``kill -9`` mid-task (it
+never comes back), a worker and the verifier killed right after a commitment and
+restarted, and the IPFS node restarted under them. The job must still complete, the
+killed worker be penalised as the contract says, and no restarted daemon send a
+transaction twice.
+
+The faulty daemons are named as such: ``TRUETRAIN_FAULT=hang-after:<function>`` makes a
+daemon hang right after that transaction, so the test knows where it kills it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from tests.integration.market_net import TOKEN, MarketNet
+from truetrain.chain.client import dev_account
+from truetrain.demo.processes import wait_for_log
+from truetrain.market import JobStatus, TaskStatus
+from truetrain.market.jobs import JobTerms
+
+TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
+                 accept_window=6, compute_window=25, reveal_window=25, challenge_window=2, audit_rate_bps=10_000)
+KILLED, RESTARTED, HONEST, VERIFIER = 2, 3, 4, 5
+HANG = "fault: hanging after"
+OWN_MOVES = {"acceptTask", "commitResult", "revealResult", "commitAudit", "revealAudit"}
+
+
+def hang(function: str) -> dict:
+    return {"TRUETRAIN_FAULT": f"hang-after:{function}"}
+
+
+@pytest.fixture(scope="module")
+def faulty_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
+    net = MarketNet(tmp_path_factory.mktemp("faults"))
+    try:
+        verifier = net.start("verifier", VERIFIER, extra=["--keeper"], env=hang("commitAudit"))
+        killed = net.start("worker", KILLED, env=hang("acceptTask"))
+        restarted = net.start("worker", RESTARTED, env=hang("commitResult"))
+        # Two workers with one task each at a time: both get a shard of round 0.
+        job_id, manifest, escrow = net.submit(shards=3, rounds=2, steps=20, terms=TERMS)
+
+        assert wait_for_log(killed, HANG, timeout=60), killed.log_text()[-2000:]
+        killed.kill()  # kill -9 mid-task: accepted, training, never committed
+        net.start("worker", HONEST)
+        assert wait_for_log(restarted, HANG, timeout=60), restarted.log_text()[-2000:]
+        restarted.kill()  # committed, not revealed: the salt is only in its book
+        net.start("worker", RESTARTED)
+        assert wait_for_log(verifier, HANG, timeout=60), verifier.log_text()[-2000:]
+        verifier.kill()  # audit committed, not revealed
+        net.start("verifier", VERIFIER, extra=["--keeper"])
+        time.sleep(2)
+        net.restart_node(0)  # the IPFS node goes away under every daemon and comes back
+        status = net.wait_job(job_id, timeout=300)
+        yield net, job_id, escrow, status
+    finally:
+        net.close()
+
+
+def test_faulty_job_still_completes_with_every_task_finalized(faulty_job):
+    net, job_id, _, status = faulty_job
+    assert status == JobStatus.COMPLETED
+    finalized = [e for e in net.events("TaskFinalized") if e["args"]["taskId"] >> 64 == job_id]
+    assert len(finalized) == (3 + 1) * 2
+    assert all(net.contracts.market.functions.taskOf(e["args"]["taskId"]).call()[1] == TaskStatus.FINALIZED
+               for e in finalized)
+
+
+def test_worker_killed_mid_task_times_out_is_penalised_and_its_task_reassigned(faulty_job):
+    net, job_id, *_ = faulty_job
+    address = dev_account(KILLED).address
+    timeouts = [e["args"] for e in net.events("TaskTimedOut") if e["args"]["account"] == address]
+    running = [t for t in timeouts if t["phase"] == TaskStatus.RUNNING]
+    assert len(running) == 1
+    assert running[0]["penalty"] == 2 * TOKEN  # 10% of the 20 TRAIN collateral
+    # Offers it got while dead timed out at accept, which costs nothing here.
+    assert all(t["penalty"] == 0 for t in timeouts if t["phase"] == TaskStatus.OFFERED)
+    task = running[0]["taskId"]
+    final = [e["args"] for e in net.events("TaskFinalized") if e["args"]["taskId"] == task]
+    assert final and final[0]["worker"] != address
+    stake = net.contracts.stake.functions
+    assert stake.stakeOf(address).call()[0] == 500 * TOKEN - 2 * TOKEN
+    assert stake.credits(dev_account(1).address).call() == 2 * TOKEN  # to the submitter
+
+
+@pytest.mark.parametrize("account", [RESTARTED, VERIFIER], ids=["worker", "verifier"])
+def test_daemon_restarted_after_commit_reveals_without_duplicate_transaction(faulty_job, account):
+    net, job_id, *_ = faulty_job
+    address = dev_account(account).address
+    sent = net.transactions_from(address)
+    assert all(status == 1 for *_, status in sent), sent
+    # The role's own moves, once per task; keeper calls (a task offered to the dead worker
+    # twice times out twice) are not duplicates.
+    per_task = Counter((name, arg) for name, arg, _ in sent if name in OWN_MOVES)
+    assert per_task and max(per_task.values()) == 1, per_task
+    assert not [e for e in net.events("TaskTimedOut") if e["args"]["account"] == address]
+    reveal = "revealResult" if account == RESTARTED else "revealAudit"
+    assert any(name == reveal for name, *_ in sent)
+
+
+def test_faulty_job_conserves_tokens(faulty_job):
+    net, *_ = faulty_job
+    token, stake, market = net.contracts.token, net.contracts.stake, net.contracts.market
+    holders = [dev_account(i).address for i in range(10)] + [stake.address, market.address]
+    held = sum(token.functions.balanceOf(a).call() for a in holders)
+    assert token.functions.totalMinted().call() == held + token.functions.totalBurned().call()
