@@ -57,7 +57,7 @@ compile: setup ## Compile the contracts (brownie, through the solc facade)
 test: setup ## Run the whole test suite (starts and stops Anvil and IPFS dev nodes itself)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-demo: compile ## Run one job through its whole life on a fresh local Anvil
+demo: compile ## Run the main job end to end: devnet up, 3 worker + 1 verifier daemons, a digits job of 3 shards x 3 rounds
 	$(PY) scripts/demo.py
 
 gas: compile ## Print the gas table (bench/gas.py)

@@ -1,4 +1,4 @@
-"""The submitter and challenger commands (create a job, status, results, cancel, challenge).
-They land with the end-to-end issue; until then the demo (scripts/demo.py) plays this role.
-Roles import truetrain.*, never each other.
+"""The submitter's commands: ``truetrain job submit | status | list | results | cancel``,
+``identity register | show`` and ``token balance | faucet | withdraw``. Roles import
+truetrain.*, never each other.
 """

@@ -1,11 +1,14 @@
 """The ``truetrain`` command: one click group that mounts the roles' commands.
 
 Errors the project raises on purpose (:class:`TruetrainError`) become one line on stderr
-and a non-zero exit code, never a traceback.
+and a non-zero exit code, never a traceback. The roles' groups are mounted by import path
+and imported only when named, so ``truetrain --help`` stays fast (no torch, no web3) and
+a role whose module fails to import breaks only its own command.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 
@@ -26,7 +29,59 @@ class TruetrainGroup(click.Group):
             sys.exit(exc.exit_code)
 
 
-@click.group(cls=TruetrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
+#: Mounted groups: name → ("module:attribute", the one-line help `truetrain --help` shows).
+LAZY_COMMANDS = {
+    "job": ("submitter.cli:job", "Submit training jobs, follow them, cancel them, fetch their results."),
+    "identity": ("submitter.cli:identity", "Register and inspect participant identities."),
+    "token": ("submitter.cli:token", "TRAIN balances and the devnet faucet."),
+    "worker": ("worker.cli:worker", "Stake, unstake, inspect and run a worker."),
+    "verifier": ("verifier.cli:verifier", "Run the verifier daemon."),
+    "demo": ("truetrain.demo_cli:demo", "Run one job's whole life on a local devnet."),
+}
+
+
+def _unavailable(name: str, target: str, error: BaseException) -> click.Command:
+    """A stand-in for a group whose module does not import: it says why and exits 1."""
+
+    def fail() -> None:
+        raise TruetrainError(f"`truetrain {name}` is unavailable: cannot import {target}: "
+                             f"{type(error).__name__}: {error}")
+
+    return click.Command(name, callback=fail, help=f"(unavailable: cannot import {target}: {error})",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
+class LazyGroup(TruetrainGroup):
+    """A :class:`TruetrainGroup` that imports the commands of :data:`LAZY_COMMANDS` on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is not None or name not in LAZY_COMMANDS:
+            return command
+        target = LAZY_COMMANDS[name][0]
+        module, _, attribute = target.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            return _unavailable(name, target, exc)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help text of the lazy groups comes from LAZY_COMMANDS, so listing imports nothing.
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS and name not in self.commands:
+                rows.append((name, LAZY_COMMANDS[name][1]))
+            else:
+                rows.append((name, self.commands[name].get_short_help_str(formatter.width)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="truetrain")
 def main() -> None:
     """truetrain: an open market for ML training compute whose rules live in smart contracts."""

@@ -19,7 +19,7 @@ import click
 from eth_account import Account
 from web3 import Web3
 
-from truetrain.errors import ConfigError, StorageError, TruetrainError
+from truetrain.errors import ConfigError, StorageError, StorageTimeout, StorageUnavailable, TruetrainError
 from truetrain.paths import DEPLOYMENTS, HOME
 from truetrain.storage.cids import is_cid
 
@@ -176,8 +176,12 @@ class Session:
             store = StorageClient(StorageSettings(api_addr=self.ipfs, retries=1, timeout_s=10.0))
             try:
                 store.id()
+            except (StorageUnavailable, StorageTimeout):
+                store.close()
+                raise StorageUnavailable(f"no IPFS node answers at {self.ipfs}") from None
             except StorageError as exc:
-                raise type(exc)(f"no IPFS node answers at {self.ipfs}: {exc}") from None
+                store.close()
+                raise type(exc)(f"the IPFS node at {self.ipfs} failed: {exc}") from None
             self._store = store
         return self._store
 

@@ -24,7 +24,8 @@ from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader
 from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
 from truetrain.paths import DEPLOYMENTS, HOME
 from truetrain.storage import StorageClient, StorageSettings
-from truetrain.training import build_manifest, evaluate, publish_dataset
+from truetrain.market.outcome import collect_results
+from truetrain.training import build_manifest, publish_dataset
 
 SUBMITTER, WORKERS, VERIFIER = 1, (2, 3, 4), 5
 SHARDS, ROUNDS = 3, 3
@@ -95,15 +96,12 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
                 time.sleep(0.5)
             progress.poll()
 
-            reader = MarketReader(contracts, store)
-            final_cid, final_hash, model = reader.final_checkpoint(job_id)
-            accuracy = evaluate(manifest, model, reader.test_set(job_id))
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "model.ckpt").write_bytes(model)
-            plot = write_plot(reader, job_id, manifest, out)
-            print(f"[5/6] job {job_id} completed: final model {final_cid} (hash verified), "
-                  f"held-out accuracy {accuracy:.1%}")
-            print(f"      model written to {out / 'model.ckpt'}; loss and accuracy plot {plot}")
+            summary = collect_results(MarketReader(contracts, store), job_id, out)
+            files = summary["files"]
+            print(f"[5/6] job {job_id} completed: final model {summary['final_checkpoint']['cid']} (hash verified), "
+                  f"held-out accuracy {summary['test_accuracy']:.1%} on {summary['test_samples']} digits")
+            print("      accuracy by round: " + ", ".join(f"{r['test_accuracy']:.1%}" for r in summary["per_round"]))
+            print(f"      model {files['model']}, loss and accuracy plot {files['plot']}, summary {files['summary']}")
 
             wait_for_withdrawals(contracts, daemons, timeout=20)
             if contracts.market.functions.credits(submitter.address).call():
@@ -141,36 +139,3 @@ def wait_for_withdrawals(contracts, daemons, timeout: float) -> None:
         if all(contracts.market.functions.credits(d.address).call() == 0 for d in daemons):
             return
         time.sleep(0.5)
-
-
-def write_plot(reader, job_id: int, manifest, out: Path) -> Path:
-    """Loss (mean over the round's shard tasks) and held-out accuracy after each round."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from truetrain.market import encode_task_id
-
-    test = reader.test_set(job_id)
-    advanced = reader.rounds_advanced(job_id)
-    rounds = sorted(advanced)
-    accuracy = [evaluate(manifest, reader.fetch(*advanced[r]), test) for r in rounds]
-    loss = []
-    for r in rounds:
-        values = [reader.result(encode_task_id(job_id, r - 1, i)).metrics["mean_train_loss"]
-                  for i in range(len(manifest.shards))]
-        loss.append(sum(values) / len(values))
-    fig, left = plt.subplots(figsize=(6, 3.5))
-    left.plot(rounds, loss, "o-", color="tab:red", label="train loss")
-    left.set_xlabel("round")
-    left.set_ylabel("mean train loss")
-    right = left.twinx()
-    right.plot(rounds, accuracy, "s-", color="tab:blue", label="held-out accuracy")
-    right.set_ylabel("held-out accuracy")
-    left.set_title(f"job {job_id}: {manifest.name}")
-    fig.tight_layout()
-    path = out / "training.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path

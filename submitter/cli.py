@@ -1,0 +1,246 @@
+"""``truetrain job``, ``truetrain identity`` and ``truetrain token``: the submitter's commands.
+
+Every command checks what it can before it sends anything: a refused command prints one
+line, exits non-zero and leaves the account's nonce where it was. Heavy modules (torch,
+the market package) are imported inside the commands so that ``--help`` stays quick.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from submitter.accounts import identity, token
+from truetrain.cli_options import ADDRESS, TokenAmountType, emit, format_tokens, json_option, session_options
+
+#: Blocks are uint32 on chain; one task's compute is steps × batch size in uint64.
+UINT32 = click.IntRange(1, 2**32 - 1)
+#: Width of a round's progress bar in characters.
+BAR = 10
+
+
+class DatasetType(click.ParamType):
+    """``digits`` or the path of an existing ``.npz`` file."""
+
+    name = "digits|PATH.npz"
+
+    def convert(self, value, param, ctx):
+        if value == "digits":
+            return value
+        path = Path(value)
+        if path.suffix != ".npz":
+            self.fail(f"expected 'digits' or a .npz file, got {value!r}", param, ctx)
+        if not path.is_file():
+            self.fail(f"no such file: {value}", param, ctx)
+        return str(path)
+
+
+@click.group()
+def job() -> None:
+    """Submit training jobs, follow them, cancel them, fetch their results."""
+
+
+@job.command("submit")
+@click.option("--name", default="digits-mlp", show_default=True, help="Job name recorded in the manifest.")
+@click.option("--dataset", type=DatasetType(), default="digits", show_default=True,
+              help="'digits' or a .npz with arrays x, y (and optionally x_test, y_test).")
+@click.option("--model", type=click.Choice(["mlp"]), default="mlp", show_default=True, help="Model family.")
+@click.option("--hidden", type=click.IntRange(1, 65536), default=128, show_default=True,
+              help="Hidden width: the MLP is [features, hidden, classes].")
+@click.option("--shards", type=click.IntRange(1, 1024), default=3, show_default=True, help="Training tasks per round.")
+@click.option("--rounds", type=click.IntRange(1, 1024), default=3, show_default=True, help="Rounds of train-then-aggregate.")
+@click.option("--steps", type=click.IntRange(1, 10**6), default=60, show_default=True, help="Optimizer steps per task.")
+@click.option("--batch-size", type=click.IntRange(1, 65536), default=32, show_default=True, help="Samples per step.")
+@click.option("--checkpoint-interval", type=click.IntRange(1, 10**6), default=20, show_default=True,
+              help="Steps between committed checkpoints (must divide --steps).")
+@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd", show_default=True, help="Optimizer.")
+@click.option("--lr", type=click.FloatRange(0, 10, min_open=True), default=0.1, show_default=True, help="Learning rate.")
+@click.option("--momentum", type=click.FloatRange(0, 1, max_open=True), default=0.9, show_default=True,
+              help="SGD momentum.")
+@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=3, show_default=True,
+              help="Seed of the split, the shards and the initial model.")
+@click.option("--numeric-mode", type=click.Choice(["repro", "stock"]), default="repro", show_default=True,
+              help="repro: bit-exact, auditable training; stock: plain torch.")
+@click.option("--reward", "reward_wei", type=TokenAmountType(), default="10", show_default=True,
+              help="TRAIN paid per task.")
+@click.option("--audit-fee", "audit_fee_wei", type=TokenAmountType(allow_zero=True), default="2", show_default=True,
+              help="TRAIN paid to the auditor of an audited task.")
+@click.option("--collateral", "collateral_wei", type=TokenAmountType(allow_zero=True), default="20",
+              show_default=True, help="Stake a worker locks per task.")
+@click.option("--audit-rate", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Share of tasks audited by a re-executing verifier.")
+@click.option("--accept-window", type=UINT32, default=20, show_default=True, help="Blocks to accept an offer.")
+@click.option("--compute-window", type=UINT32, default=300, show_default=True, help="Blocks to compute and commit.")
+@click.option("--reveal-window", type=UINT32, default=60, show_default=True, help="Blocks to reveal.")
+@click.option("--challenge-window", type=UINT32, default=5, show_default=True,
+              help="Blocks a result stands before it is final.")
+@click.option("--device-class", type=click.IntRange(0, 255), default=1, show_default=True,
+              help="Least device class a worker needs (1 cpu, 2 cuda).")
+@click.option("--memory-mib", type=click.IntRange(0, 2**32 - 1), default=1024, show_default=True,
+              help="Least device memory a worker needs.")
+@click.option("--region", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Preferred region code (0: none).")
+@click.option("--expiry-blocks", type=click.IntRange(1, 2**63), default=100_000, show_default=True,
+              help="The job expires this many blocks from now.")
+@click.option("--no-approve", is_flag=True, help="Use the existing allowance instead of approving the escrow.")
+@json_option
+@session_options(signing=True)
+def job_submit(session, as_json, name, dataset, model, hidden, shards, rounds, steps, batch_size, checkpoint_interval,
+               optimizer, lr, momentum, seed, numeric_mode, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
+               accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
+               expiry_blocks, no_approve):
+    """Publish a dataset and manifest to IPFS and create a job that escrows its whole cost.
+
+    The escrow is (shards + 1) × rounds × (reward + audit fee): every round has one
+    aggregation task besides its shard tasks.
+    """
+    from submitter.jobs import TrainingSpec, plan_job, submit_job
+    from truetrain.market.jobs import JobTerms
+
+    spec = TrainingSpec(name, dataset, hidden, shards, rounds, steps, batch_size, checkpoint_interval, optimizer, lr,
+                        momentum, seed, numeric_mode)
+    terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
+                     challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks)
+    plan = plan_job(spec, terms)
+    created = submit_job(session, plan, approve=not no_approve)
+    lines = [f"job {created['job_id']} created: {shards} shards x {rounds} rounds ({created['tasks']} tasks), "
+             f"escrow {created['escrow']} TRAIN; manifest {created['manifest_cid']}"]
+    if created["identity"]:
+        lines.insert(0, created["identity"])
+    emit(created, as_json, "\n".join(lines))
+
+
+def _bar(done: int, total: int) -> str:
+    filled = BAR * done // total if total else 0
+    return "[" + "#" * filled + "-" * (BAR - filled) + "]"
+
+
+def read_job(session, job_id: int):
+    """The job's :class:`~truetrain.market.JobView` from the chain alone (no IPFS), or UnknownJob."""
+    from truetrain.errors import UnknownJob
+    from truetrain.market import JobView
+
+    market = session.contracts.market
+    job = JobView.read(market, job_id)
+    if not job.exists:
+        raise UnknownJob(f"no job {job_id} on the market at {market.address}")
+    return job
+
+
+def job_report(session, job_id: int) -> dict:
+    """The job with per-round progress and the current round's tasks (for `job status`)."""
+    from truetrain.market import JobStatus, TaskStatus, TaskView, encode_task_id
+
+    job = read_job(session, job_id)
+    rounds = []
+    for r in range(job.rounds):
+        done = job.tasks_per_round if r < job.current_round else 0
+        rounds.append({"round": r + 1, "finalized": done, "tasks": job.tasks_per_round})
+    tasks = []
+    if job.current_round < job.rounds:
+        for index in range(job.tasks_per_round):
+            view = TaskView.read(session.contracts.market, encode_task_id(job_id, job.current_round, index))
+            tasks.append({"task_id": str(view.task_id), "index": index, "aggregation": index == job.shards,
+                          "status": view.status.name.lower() if view.status != TaskStatus.NONE else "not drawn",
+                          "worker": None if view.status == TaskStatus.NONE else view.worker,
+                          "auditor": view.auditor if view.audited else None, "deadline": view.deadline})
+        rounds[job.current_round]["finalized"] = sum(t["status"] == "finalized" for t in tasks)
+    return {"job_id": job_id, "submitter": job.submitter, "status": job.status.name.lower(),
+            "active": job.status == JobStatus.ACTIVE, "current_round": min(job.current_round + 1, job.rounds),
+            "rounds": rounds, "tasks": tasks, "escrow_wei": job.escrow, "surplus_wei": job.surplus,
+            "expiry_block": job.expiry_block, "checkpoint_cid": job.checkpoint_cid or None}
+
+
+@job.command("status")
+@click.argument("job_id", type=click.IntRange(0))
+@json_option
+@session_options()
+def job_status(session, as_json, job_id):
+    """Show a job's progress by round, its current round's tasks and the escrow it holds."""
+    report = job_report(session, job_id)
+    total = len(report["rounds"])
+    lines = [f"job {job_id}: {report['status']}, submitted by {report['submitter']}"]
+    for r in report["rounds"]:
+        lines.append(f"round {r['round']}/{total} {_bar(r['finalized'], r['tasks'])} {r['finalized']}/{r['tasks']} finalized")
+    if report["tasks"]:
+        counts: dict[str, int] = {}
+        for t in report["tasks"]:
+            counts[t["status"]] = counts.get(t["status"], 0) + 1
+        lines.append(f"round {report['current_round']} tasks: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        for t in report["tasks"]:
+            kind = "aggregation" if t["aggregation"] else f"shard {t['index']}"
+            who = f" worker {t['worker']}" if t["worker"] else ""
+            lines.append(f"  task {t['index']} ({kind}): {t['status']}{who}")
+    lines.append(f"escrow left {format_tokens(report['escrow_wei'])} TRAIN"
+                 + (f" (surplus {format_tokens(report['surplus_wei'])})" if report["surplus_wei"] else ""))
+    if report["status"] == "completed":
+        lines.append(f"final model {report['checkpoint_cid']} (`truetrain job results {job_id} --out DIR` evaluates it)")
+    elif report["checkpoint_cid"]:
+        lines.append(f"latest global checkpoint {report['checkpoint_cid']}")
+    emit(report, as_json, "\n".join(lines))
+
+
+@job.command("list")
+@click.option("--submitter", type=ADDRESS, help="Whose jobs [default: the signing account's].")
+@json_option
+@session_options(signing=True)
+def job_list(session, as_json, submitter):
+    """List a submitter's jobs with their status and progress."""
+    from truetrain.market import JobView
+
+    address = session.address_or_own(submitter)
+    market, page, ids = session.contracts.market, 50, []
+    while True:  # jobsOf is paginated on chain
+        batch = session.client.call(market.functions.jobsOf(address, len(ids), page))
+        ids.extend(batch)
+        if len(batch) < page:
+            break
+    jobs = []
+    for job_id in ids:
+        view = JobView.read(market, job_id)
+        jobs.append({"job_id": job_id, "status": view.status.name.lower(), "shards": view.shards, "rounds": view.rounds,
+                     "rounds_done": view.current_round, "escrow_wei": view.escrow})
+    lines = [f"{len(jobs)} job(s) of {address}"]
+    lines += [f"  job {j['job_id']}: {j['status']}, {j['rounds_done']}/{j['rounds']} rounds done, {j['shards']} shards, "
+              f"escrow left {format_tokens(j['escrow_wei'])} TRAIN" for j in jobs]
+    emit({"submitter": address, "jobs": jobs}, as_json, "\n".join(lines))
+
+
+@job.command("cancel")
+@click.argument("job_id", type=click.IntRange(0))
+@json_option
+@session_options(signing=True)
+def job_cancel(session, as_json, job_id):
+    """Cancel your active job: nothing new is drawn and never-drawn tasks are refunded."""
+    from web3.logs import DISCARD
+
+    from submitter.jobs import refuse_unless_submitter
+
+    account = session.account
+    view = read_job(session, job_id)
+    refuse_unless_submitter(view, account.address, "cancel")
+    market = session.contracts.market
+    receipt = session.send(market.functions.cancelJob(job_id))
+    refund = market.events.JobCancelled().process_receipt(receipt.raw, errors=DISCARD)[0]["args"]["refund"]
+    emit({"job_id": job_id, "refund_wei": refund, "tx": receipt.tx_hash}, as_json,
+         f"job {job_id} cancelled: {format_tokens(refund)} TRAIN credited back (`truetrain token withdraw` pays it out)")
+
+
+@job.command("results")
+@click.argument("job_id", type=click.IntRange(0))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for model.ckpt, training.png and summary.json.")
+@json_option
+@session_options()
+def job_results(session, as_json, job_id, out_dir):
+    """Download a completed job's final model, evaluate it and plot its training by round."""
+    from truetrain.market.outcome import collect_results
+
+    summary = collect_results(session.reader, job_id, out_dir)
+    files = summary["files"]
+    emit(summary, as_json, f"job {job_id}: held-out accuracy {summary['test_accuracy']:.1%} after "
+                           f"{summary['rounds']} round(s); wrote {files['model']}, {files['plot']}, {files['summary']}")
+
+
+__all__ = ["identity", "job", "token"]

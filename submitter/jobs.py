@@ -1,0 +1,141 @@
+"""Submitting a job: check everything, publish the data and manifest, register, escrow, create.
+
+:func:`plan_job` does every check that needs no node (the dataset loads, the shapes fit,
+the numbers are in range); :func:`submit_job` then checks the chain side (balance, or the
+allowance with ``approve=False``) before anything is published or sent, so a refused
+submission leaves neither IPFS objects nor transactions behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from truetrain.cli_options import ROLE_BITS, Refused, Session, format_tokens
+from truetrain.errors import ConfigError
+from truetrain.market.jobs import JobTerms
+from truetrain.training import Dataset, build_manifest, load_dataset, publish_dataset, split_test
+
+#: The market stores the escrow in 128 bits.
+MAX_ESCROW_WEI = 2**128 - 1
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """What the manifest says about the training, from the command's flags."""
+
+    name: str
+    dataset: str
+    hidden: int
+    shards: int
+    rounds: int
+    steps: int
+    batch_size: int
+    checkpoint_interval: int
+    optimizer: str
+    lr: float
+    momentum: float
+    seed: int
+    numeric_mode: str
+
+    def optimizer_spec(self) -> dict:
+        if self.optimizer == "sgd":
+            return {"kind": "sgd", "lr": self.lr, "momentum": self.momentum}
+        return {"kind": "adam", "lr": self.lr}
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """A checked submission: the data, the model's widths and the market terms."""
+
+    spec: TrainingSpec
+    data: Dataset
+    widths: list[int]
+    terms: JobTerms
+
+    @property
+    def escrow(self) -> int:
+        return self.terms.escrow(self.spec.shards, self.spec.rounds)
+
+    @property
+    def compute_per_task(self) -> int:
+        return self.spec.steps * self.spec.batch_size
+
+
+def plan_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
+    """Check the submission without any node; raise :class:`ConfigError` or ``DatasetError``."""
+    if spec.steps % spec.checkpoint_interval:
+        raise ConfigError(f"--checkpoint-interval {spec.checkpoint_interval} must divide --steps {spec.steps}")
+    data = load_dataset(spec.dataset)
+    x_train, y_train, _, _ = split_test(data, spec.seed)
+    if spec.shards > len(y_train):
+        raise ConfigError(f"--shards {spec.shards} is more than the {len(y_train)} training samples of {spec.dataset}")
+    classes = int(max(data.y.max(), data.y_test.max() if data.y_test is not None else 0)) + 1
+    if classes < 2:
+        raise ConfigError(f"{spec.dataset} has a single class: nothing to learn")
+    plan = JobPlan(spec, data, [int(x_train.shape[1]), spec.hidden, classes], terms)
+    if plan.escrow > MAX_ESCROW_WEI:
+        raise ConfigError(f"escrow {format_tokens(plan.escrow)} TRAIN is more than the market can hold")
+    return plan
+
+
+def check_funds(session: Session, plan: JobPlan, approve: bool) -> None:
+    """Refuse before any transaction unless the account can pay the escrow."""
+    address, market = session.account.address, session.contracts.market.address
+    session.require_funds(address, plan.escrow, "the job's escrow")
+    if not approve:
+        session.require_allowance(address, market, plan.escrow, "the job's escrow")
+
+
+def ensure_submitter(session: Session) -> str | None:
+    """Give the account the submitter role: register it (a small profile on IPFS) or add the
+    role to its identity. Returns what was done, or None when nothing was needed."""
+    registry, account = session.contracts.registry, session.account
+    identity = session.client.call(registry.functions.identityOf(account.address))
+    registered, roles = identity[0], identity[1]
+    if registered and roles & ROLE_BITS["submitter"]:
+        return None
+    if registered:
+        session.send(registry.functions.setRoles(roles | ROLE_BITS["submitter"]))
+        return "added the submitter role"
+    profile = json.dumps({"role": "submitter", "address": account.address}, sort_keys=True,
+                         separators=(",", ":")).encode()
+    stored = session.store.add_bytes(profile)
+    # A submitter declares no hardware; the registry checks capability only for workers.
+    session.send(registry.functions.register(ROLE_BITS["submitter"], stored.cid, stored.hash, (0, 0, 0, 0, 0)))
+    return f"registered as submitter (profile {stored.cid})"
+
+
+def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict:
+    """Publish shards, test set and manifest, register if needed, escrow and create the job."""
+    from web3.logs import DISCARD
+
+    check_funds(session, plan, approve)
+    spec, store = plan.spec, session.store
+    refs = publish_dataset(store, plan.data, num_shards=spec.shards, seed=spec.seed)
+    manifest = build_manifest(
+        name=spec.name, seed=spec.seed, numeric_mode=spec.numeric_mode,
+        model={"kind": "mlp", "widths": plan.widths}, optimizer=spec.optimizer_spec(),
+        batch_size=spec.batch_size, steps_per_task=spec.steps, checkpoint_interval=spec.checkpoint_interval,
+        rounds=spec.rounds, **refs,
+    )
+    stored = store.add_bytes(manifest.to_bytes())
+    registered = ensure_submitter(session)
+    contracts = session.contracts
+    params = plan.terms.params(manifest, stored.cid, session.client.w3.eth.block_number)
+    if approve:
+        session.send(contracts.token.functions.approve(contracts.market.address, plan.escrow))
+    receipt = session.send(contracts.market.functions.createJob(params))
+    created = contracts.market.events.JobCreated().process_receipt(receipt.raw, errors=DISCARD)
+    return {"job_id": created[0]["args"]["jobId"], "escrow_wei": plan.escrow, "escrow": format_tokens(plan.escrow),
+            "manifest_cid": stored.cid, "manifest_hash": "0x" + manifest.hash().hex(),
+            "shards": spec.shards, "rounds": spec.rounds, "widths": plan.widths,
+            "tasks": (spec.shards + 1) * spec.rounds, "identity": registered, "tx": receipt.tx_hash}
+
+
+def refuse_unless_submitter(job, address: str, action: str) -> None:
+    """Refuse ``action`` on ``job`` (a JobView) unless ``address`` submitted it and it is active."""
+    if job.submitter.lower() != address.lower():
+        raise Refused(f"job {job.job_id} was submitted by {job.submitter}, not {address}: only its submitter may {action} it")
+    if job.status.name != "ACTIVE":
+        raise Refused(f"job {job.job_id} is {job.status.name.lower()}, not active: nothing to {action}")

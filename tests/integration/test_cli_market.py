@@ -1,0 +1,387 @@
+"""The submitter's and staker's commands (`job`, `identity`, `token`, `worker`) against one
+real devnet (Anvil + IPFS dev node), with exact messages and exit codes.
+
+Every refusal is checked to send nothing: the refused account's nonce does not move.
+Accounts: 1 submits the job the driver plays to completion (workers 2, 3, verifier 4);
+5 registers and stakes through the CLI; 6 and 7 submit jobs that are refused or
+cancelled; 8 uses the faucet; 9 and 12 stay unregistered or without TRAIN.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from tests.integration.market_driver import ROLE_VERIFIER, ROLE_WORKER, MarketDriver
+from truetrain import devnet
+from truetrain.chain.client import ChainClient, dev_account
+from truetrain.chain.devnet import free_port
+from truetrain.cli import main
+
+E = 10**18
+TINY_JOB = ["--shards", "2", "--rounds", "2", "--steps", "20", "--checkpoint-interval", "10", "--hidden", "32",
+            "--challenge-window", "2", "--audit-rate", "1", "--name", "tiny"]
+
+
+class Net:
+    def __init__(self, state: dict, deployments):
+        self.rpc, self.ipfs = state["anvil"]["url"], state["ipfs"]["api_addr"]
+        self.deployments = deployments
+        self.contracts = state["contracts"]
+        self.env = {"TRUETRAIN_RPC": self.rpc, "TRUETRAIN_IPFS": self.ipfs,
+                    "TRUETRAIN_DEPLOYMENTS": str(deployments), "TRUETRAIN_KEY": None}
+        self.client = ChainClient(self.rpc)
+        self.token = self.client.contract("TrainToken", self.contracts["token"])
+
+    def cli(self, *args):
+        return CliRunner(env=self.env).invoke(main, [str(a) for a in args])
+
+    def ok(self, *args) -> str:
+        result = self.cli(*args)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    def json(self, *args) -> dict:
+        return json.loads(self.ok(*args, "--json"))
+
+    def nonce(self, index: int) -> int:
+        return self.client.w3.eth.get_transaction_count(dev_account(index).address)
+
+    def balance(self, index: int) -> int:
+        return self.client.call(self.token.functions.balanceOf(dev_account(index).address))
+
+
+def refused(result, message: str, code: int = 1) -> None:
+    """One line on stderr, exit ``code``, no traceback."""
+    assert result.exit_code == code, result.output
+    assert result.stderr.strip().splitlines() == [message], result.stderr
+    assert "Traceback" not in result.output
+
+
+def usage_error(result, message: str) -> None:
+    """click's usage error: exit 2, its last line names the problem."""
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines()[-1] == f"Error: {message}", result.stderr
+
+
+@pytest.fixture(scope="module")
+def net(TrainToken, tmp_path_factory):  # TrainToken: brownie has compiled build/
+    tmp = tmp_path_factory.mktemp("cli-market")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(devnet, "STATE_DIR", tmp)
+        patch.setattr(devnet, "STATE_FILE", tmp / "devnet.json")
+        patch.setattr(devnet, "DEPLOYMENTS_DIR", tmp / "deployments")
+        state = devnet.devnet_up(free_port(), free_port())
+        try:
+            yield Net(state, tmp / "deployments")
+        finally:
+            devnet.devnet_down()
+
+
+@pytest.fixture(scope="module")
+def driver(net):
+    d = MarketDriver(net.rpc, net.ipfs, net.deployments)
+    for index, roles in ((2, ROLE_WORKER), (3, ROLE_WORKER), (4, ROLE_VERIFIER)):
+        d.enlist(index, roles)
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def completed_job(net, driver):
+    """A tiny job of account 1, created by `job submit` and played to completion."""
+    before = net.balance(1)
+    created = net.json("job", "submit", "--account", 1, *TINY_JOB)
+    created["paid"] = before - net.balance(1)
+    created["played"] = driver.run_job(created["job_id"])
+    created["audited"] = list(driver.audited)
+    return created
+
+
+@pytest.fixture(scope="module")
+def open_job(net):
+    """An active job of account 7 that nobody works on."""
+    return net.json("job", "submit", "--account", 7, "--shards", 1, "--rounds", 1, "--steps", 10,
+                    "--checkpoint-interval", 10, "--hidden", 8)["job_id"]
+
+
+# ---------------------------------------------------------------- job submit / status / results
+
+def test_job_submit_escrows_exactly_the_formula_and_leaves_no_allowance(net, completed_job):
+    escrow = (2 + 1) * 2 * (10 + 2) * E
+    assert completed_job["escrow_wei"] == completed_job["paid"] == escrow
+    assert completed_job["tasks"] == 6 and completed_job["widths"] == [64, 32, 10]
+    assert completed_job["identity"].startswith("registered as submitter (profile ")
+    assert completed_job["audited"] == completed_job["played"]  # --audit-rate 1: every task re-executed
+    allowance = net.client.call(net.token.functions.allowance(dev_account(1).address, net.contracts["market"]))
+    assert allowance == 0
+
+
+def test_job_status_of_completed_job_shows_every_round_finalized(net, completed_job):
+    job_id = completed_job["job_id"]
+    lines = net.ok("job", "status", job_id).splitlines()
+    assert lines[0] == f"job {job_id}: completed, submitted by {dev_account(1).address}"
+    assert lines[1:3] == ["round 1/2 [##########] 3/3 finalized", "round 2/2 [##########] 3/3 finalized"]
+    assert lines[3:] == ["escrow left 0.00 TRAIN", f"final model {net.json('job', 'status', job_id)['checkpoint_cid']} "
+                                                    f"(`truetrain job results {job_id} --out DIR` evaluates it)"]
+    report = net.json("job", "status", job_id)
+    assert report["status"] == "completed" and report["escrow_wei"] == 0 and report["tasks"] == []
+
+
+def test_job_results_writes_model_plot_and_summary(net, completed_job, tmp_path):
+    job_id, out = completed_job["job_id"], tmp_path / "results"
+    text = net.ok("job", "results", job_id, "--out", out)
+    accuracy = float(re.match(rf"job {job_id}: held-out accuracy (\d+\.\d)% after 2 round\(s\); wrote ", text).group(1))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["test_accuracy"] == pytest.approx(accuracy / 100, abs=0.001)
+    assert accuracy > 50.0  # digits, 2 x 2 tiny rounds: far above the 10% of guessing
+    assert [r["round"] for r in summary["per_round"]] == [1, 2]
+    assert summary["per_round"][-1]["test_accuracy"] == summary["test_accuracy"]
+    assert all(r["mean_train_loss"] > 0 for r in summary["per_round"])
+    assert (out / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "model.ckpt").stat().st_size > 0
+    assert summary["final_checkpoint"]["cid"] == net.json("job", "status", job_id)["checkpoint_cid"]
+
+
+def test_job_results_of_active_job_is_refused(net, open_job, tmp_path):
+    result = net.cli("job", "results", open_job, "--out", tmp_path / "r")
+    refused(result, f"error: job {open_job} is active (round 1 of 1), not completed: it has no final model yet")
+    assert not (tmp_path / "r").exists()
+
+
+def test_job_status_of_active_job_lists_its_tasks(net, open_job):
+    lines = net.ok("job", "status", open_job, "--ipfs", "/ip4/127.0.0.1/tcp/1").splitlines()  # chain only
+    assert lines[1:] == ["round 1/1 [----------] 0/2 finalized", "round 1 tasks: 2 not drawn",
+                         "  task 0 (shard 0): not drawn", "  task 1 (aggregation): not drawn",
+                         "escrow left 24.00 TRAIN"]
+
+
+def test_job_list_shows_the_submitters_jobs(net, completed_job):
+    listed = net.json("job", "list", "--account", 1)
+    assert [j["job_id"] for j in listed["jobs"]] == [completed_job["job_id"]]
+    other = net.ok("job", "list", "--submitter", dev_account(9).address)
+    assert other.strip() == f"0 job(s) of {dev_account(9).address}"
+
+
+def test_unknown_job_is_one_line_exit_2(net):
+    market = net.contracts["market"]
+    for command in (["status", 99], ["results", 99, "--out", "x"], ["cancel", 99, "--account", 7]):
+        before = net.nonce(7)
+        refused(net.cli("job", *command), f"error: no job 99 on the market at {market}", code=2)
+        assert net.nonce(7) == before
+
+
+def test_job_cancel_checks_submitter_and_status_before_sending(net):
+    job_id = net.json("job", "submit", "--account", 7, "--shards", 1, "--rounds", 1, "--steps", 10,
+                      "--checkpoint-interval", 10, "--hidden", 8)["job_id"]
+    before = net.nonce(6)
+    refused(net.cli("job", "cancel", job_id, "--account", 6),
+            f"error: job {job_id} was submitted by {dev_account(7).address}, not {dev_account(6).address}: "
+            f"only its submitter may cancel it")
+    assert net.nonce(6) == before
+    assert net.ok("job", "cancel", job_id, "--account", 7).strip() == (
+        f"job {job_id} cancelled: 24.00 TRAIN credited back (`truetrain token withdraw` pays it out)")
+    before = net.nonce(7)
+    refused(net.cli("job", "cancel", job_id, "--account", 7),
+            f"error: job {job_id} is cancelled, not active: nothing to cancel")
+    assert net.nonce(7) == before
+    withdrawn = net.ok("token", "withdraw", "--account", 7)
+    assert withdrawn.strip() == f"withdrew 24.00 TRAIN to {dev_account(7).address}"
+
+
+def test_job_submit_without_the_balance_sends_nothing(net):
+    before = net.nonce(6)
+    result = net.cli("job", "submit", "--account", 6, "--reward", 100_000)
+    held = f"{net.balance(6) / E:,.2f}"
+    refused(result, f"error: insufficient balance: the job's escrow needs 1,200,024.00 TRAIN, "
+                    f"{dev_account(6).address} holds {held} TRAIN")
+    assert net.nonce(6) == before
+
+
+def test_job_submit_no_approve_without_allowance_sends_nothing(net):
+    before = net.nonce(6)
+    result = net.cli("job", "submit", "--account", 6, "--no-approve")
+    refused(result, f"error: insufficient allowance: the job's escrow needs 144.00 TRAIN, {dev_account(6).address} "
+                    f"allows {net.contracts['market']} 0.00 TRAIN (drop --no-approve to approve it)")
+    assert net.nonce(6) == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--reward", "0"], "Invalid value for '--reward': amount must be > 0 TRAIN, got 0"),
+    (["--reward", "-3"], "Invalid value for '--reward': amount must be > 0 TRAIN, got -3"),
+    (["--reward", "1e30"], "Invalid value for '--reward': amount 1e30 TRAIN is larger than the most the market "
+                           "accepts (79,228,162,514.26)"),
+    (["--audit-fee", "abc"], "Invalid value for '--audit-fee': not a token amount: 'abc'"),
+    (["--audit-rate", "1.5"], "Invalid value for '--audit-rate': 1.5 is not in the range 0<=x<=1."),
+    (["--shards", "0"], "Invalid value for '--shards': 0 is not in the range 1<=x<=1024."),
+    (["--dataset", "data.csv"], "Invalid value for '--dataset': expected 'digits' or a .npz file, got 'data.csv'"),
+    (["--dataset", "missing.npz"], "Invalid value for '--dataset': no such file: missing.npz"),
+])
+def test_job_submit_bad_flags_are_usage_errors(net, args, message):
+    before = net.nonce(6)
+    usage_error(net.cli("job", "submit", "--account", 6, *args), message)
+    assert net.nonce(6) == before
+
+
+def test_job_submit_checks_the_training_shape_before_any_node(net):
+    refused(net.cli("job", "submit", "--account", 6, "--checkpoint-interval", 7),
+            "error: --checkpoint-interval 7 must divide --steps 60", code=2)
+
+
+def test_job_submit_from_npz_sizes_the_mlp_and_refuses_a_bad_one(net, tmp_path):
+    import numpy as np
+
+    good, bad = tmp_path / "blobs.npz", tmp_path / "bad.npz"
+    rng = np.random.default_rng(0)
+    np.savez(good, x=rng.normal(size=(60, 4)).astype(np.float32), y=np.arange(60) % 3)
+    np.savez(bad, features=np.zeros((4, 2)))
+    created = net.json("job", "submit", "--account", 6, "--dataset", good, "--shards", 2, "--rounds", 1,
+                       "--hidden", 16, "--steps", 10, "--checkpoint-interval", 5, "--name", "blobs")
+    assert created["widths"] == [4, 16, 3] and created["escrow_wei"] == 3 * 12 * E
+    before = net.nonce(6)
+    refused(net.cli("job", "submit", "--account", 6, "--dataset", bad), f"error: {bad}: .npz needs keys 'x' and 'y'")
+    assert net.nonce(6) == before
+
+
+# ---------------------------------------------------------------- unreachable nodes
+
+def test_unreachable_rpc_is_one_line_and_sends_nothing(net):
+    before = net.nonce(6)
+    for command in (["token", "balance", "--account", 6], ["job", "submit", "--account", 6],
+                    ["worker", "stake", "10", "--account", 6], ["job", "status", "1"]):
+        refused(net.cli(*command, "--rpc", "http://127.0.0.1:1"),
+                "error: no Ethereum JSON-RPC node answers at http://127.0.0.1:1")
+    assert net.nonce(6) == before
+
+
+def test_unreachable_ipfs_is_one_line_and_sends_nothing(net):
+    for index, command in ((6, ["job", "submit"]), (9, ["identity", "register", "--role", "worker"])):
+        before = net.nonce(index)
+        result = net.cli(*command, "--account", index, "--ipfs", "/ip4/127.0.0.1/tcp/1")
+        refused(result, "error: no IPFS node answers at /ip4/127.0.0.1/tcp/1")
+        assert net.nonce(index) == before
+
+
+def test_no_signing_key_is_one_line(net):
+    refused(net.cli("worker", "stake", "10"),
+            "error: this command signs transactions: pass --account N (devnet), --key or --keystore", code=2)
+    refused(net.cli("token", "balance"),
+            "error: give an ADDRESS, or --account N / --key / --keystore for your own", code=2)
+
+
+# ---------------------------------------------------------------- identity and token
+
+def test_identity_register_then_show_then_refuse_a_second_time(net):
+    address = dev_account(5).address
+    registered = net.json("identity", "register", "--role", "worker", "--account", 5, "--max-concurrent", 2)
+    assert registered["roles"] == ROLE_WORKER and registered["capability"]["max_concurrent"] == 2
+    shown = net.json("identity", "show", address)
+    assert shown["registered"] and shown["role_names"] == ["worker"] and shown["reputation"] == 5000
+    assert shown["profile_cid"] == registered["profile_cid"] and shown["history"]["tasks_done"] == 0
+    assert net.ok("identity", "show", address).splitlines()[0] == f"{address}: roles worker, reputation 5000/10000"
+    before = net.nonce(5)
+    refused(net.cli("identity", "register", "--role", "worker", "--account", 5),
+            f"error: {address} is already registered with roles worker")
+    assert net.nonce(5) == before
+
+
+def test_identity_register_with_existing_profile_cid(net):
+    profile = net.json("identity", "show", dev_account(5).address)
+    registered = net.json("identity", "register", "--role", "verifier", "--role", "submitter", "--account", 8,
+                          "--profile-cid", profile["profile_cid"])
+    assert registered["roles"] == ROLE_VERIFIER | 4
+    assert registered["profile_hash"] == profile["profile_hash"]
+
+
+def test_identity_bad_input_is_a_usage_error(net):
+    before = net.nonce(9)
+    usage_error(net.cli("identity", "register", "--role", "worker", "--account", 9, "--profile-cid", "Qm123"),
+                "Invalid value for '--profile-cid': not a CID: 'Qm123'")
+    usage_error(net.cli("identity", "register", "--role", "miner", "--account", 9),
+                "Invalid value for '--role': 'miner' is not one of 'submitter', 'verifier', 'worker'.")
+    usage_error(net.cli("identity", "show", "0x1234"), "Invalid value for '[ADDRESS]': not an Ethereum address: '0x1234'")
+    assert net.nonce(9) == before
+    assert net.ok("identity", "show", dev_account(9).address).strip() == f"{dev_account(9).address} has no identity"
+
+
+def test_token_balance_and_faucet_with_cooldown(net):
+    address = dev_account(8).address
+    before = net.json("token", "balance", address)["wallet_wei"]
+    dripped = net.json("token", "faucet", "--account", 8)
+    assert dripped["amount_wei"] == 1000 * E and dripped["wallet_wei"] == before + 1000 * E
+    nonce = net.nonce(8)
+    result = net.cli("token", "faucet", "--account", 8)
+    assert result.exit_code == 1
+    assert re.fullmatch(rf"error: the faucet is cooling down for {address}: try again at block \d+",
+                        result.stderr.strip())
+    assert net.nonce(8) == nonce
+    usage_error(net.cli("token", "balance", "nope"), "Invalid value for '[ADDRESS]': not an Ethereum address: 'nope'")
+
+
+def test_token_withdraw_with_nothing_is_refused(net):
+    refused(net.cli("token", "withdraw", "--account", 9), f"error: {dev_account(9).address} has nothing to withdraw")
+
+
+# ---------------------------------------------------------------- worker stake / unstake / status
+
+def test_worker_stake_joins_the_pool_then_unstake_and_status(net):
+    if not net.json("identity", "show", dev_account(5).address)["registered"]:  # when run alone
+        net.ok("identity", "register", "--role", "worker", "--account", 5)
+    staked = net.json("worker", "stake", "100", "--account", 5)
+    assert staked["joined_now"] and staked["joined"] and staked["staked_wei"] == 100 * E
+    again = net.ok("worker", "stake", "0.5", "--account", 5)
+    assert again.strip() == "staked 0.50 TRAIN: 100.50 staked, 100.50 free"
+    unstaked = net.json("worker", "unstake", "30.5", "--account", 5)
+    assert unstaked["unbonding_wei"] == 30_500_000_000_000_000_000
+    status = net.json("worker", "status", dev_account(5).address)
+    assert status["staked_wei"] == 70 * E and status["joined"] and status["active_tasks"] == 0
+    assert status["unbonding_ready_block"] == unstaked["ready_block"]
+    before = net.nonce(5)
+    refused(net.cli("worker", "unstake", "1000", "--account", 5),
+            f"error: cannot unstake 1,000.00 TRAIN: {dev_account(5).address} has 70.00 free of 70.00 staked "
+            f"(0.00 locked as collateral)")
+    refused(net.cli("worker", "stake", "20000", "--account", 5),
+            f"error: insufficient balance: staking needs 20,000.00 TRAIN, {dev_account(5).address} holds "
+            f"{net.balance(5) / E:,.2f} TRAIN")
+    refused(net.cli("worker", "stake", "5", "--no-approve", "--account", 5),
+            f"error: insufficient allowance: staking needs 5.00 TRAIN, {dev_account(5).address} allows "
+            f"{net.contracts['stake']} 0.00 TRAIN (drop --no-approve to approve it)")
+    assert net.nonce(5) == before
+
+
+def test_worker_stake_without_a_worker_role_sends_nothing(net):
+    before = net.nonce(9)
+    refused(net.cli("worker", "stake", "10", "--account", 9),
+            f"error: {dev_account(9).address} holds no worker or verifier role (roles: none): "
+            f"run `truetrain identity register --role worker` first")
+    assert net.nonce(9) == before
+
+
+def test_worker_stake_without_tokens_sends_nothing(net):
+    net.ok("identity", "register", "--role", "worker", "--account", 12)
+    before = net.nonce(12)
+    refused(net.cli("worker", "stake", "1", "--account", 12),
+            f"error: insufficient balance: staking needs 1.00 TRAIN, {dev_account(12).address} holds 0.00 TRAIN")
+    assert net.nonce(12) == before
+
+
+@pytest.mark.parametrize("amount, message", [
+    ("0", "Invalid value for 'AMOUNT': amount must be > 0 TRAIN, got 0"),
+    ("-5", "Invalid value for 'AMOUNT': amount must be > 0 TRAIN, got -5"),
+    ("1e-19", "Invalid value for 'AMOUNT': amount 1e-19 has more than 18 decimals"),
+    ("99999999999999", "Invalid value for 'AMOUNT': amount 99999999999999 TRAIN is larger than the most the "
+                       "market accepts (79,228,162,514.26)"),
+    ("ten", "Invalid value for 'AMOUNT': not a token amount: 'ten'"),
+])
+def test_worker_bad_amounts_are_usage_errors(net, amount, message):
+    before = net.nonce(5)
+    for command in ("stake", "unstake"):
+        usage_error(net.cli("worker", command, "--account", 5, "--", amount), message)
+    assert net.nonce(5) == before
+
+
+def test_worker_status_bad_address_is_a_usage_error(net):
+    usage_error(net.cli("worker", "status", "0xZZ"), "Invalid value for '[ADDRESS]': not an Ethereum address: '0xZZ'")
