@@ -1,0 +1,30 @@
+"""`truetrain worker run` / `verifier run` refuse bad settings in one line, before connecting."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from truetrain.cli import main
+
+
+@pytest.mark.parametrize("role", ["worker", "verifier"])
+@pytest.mark.parametrize("args, code, message", [
+    (["--account", "2", "--poll-interval", "0"], 2, "error: poll_interval_s must be > 0, got 0.0\n"),
+    ([], 2, "error: give exactly one signing key: key, keystore or account_index\n"),
+    (["--account", "2", "--rpc", "http://127.0.0.1:1"], 1,
+     "error: no Ethereum JSON-RPC node answers at http://127.0.0.1:1\n"),
+])
+def test_run_badSettingsOrUnreachableNode_isOneLineAndExitCode(role, args, code, message, tmp_path):
+    result = CliRunner().invoke(main, [role, "run", "--state-dir", str(tmp_path), *args])
+    assert result.exit_code == code, result.output
+    assert result.output == message
+    assert "Traceback" not in result.output
+
+
+def test_run_configFileWithUnknownKey_isRefused(tmp_path):
+    config = tmp_path / "w.toml"
+    config.write_text("[worker]\naccount_index = 2\npoll = 1\n")
+    result = CliRunner().invoke(main, ["worker", "run", "--config", str(config)])
+    assert result.exit_code == 2
+    assert result.output == f"error: config file {config}: unknown setting 'poll'\n"
