@@ -1,6 +1,13 @@
 """``truetrain worker run``."""
 
 from truetrain.daemon.command import daemon_command
-from worker.daemon import WorkerDaemon
 
-run = daemon_command("worker", WorkerDaemon)
+
+def _worker(settings):
+    # Imported when the daemon starts, not when the command is mounted: `--help` stays fast.
+    from worker.daemon import WorkerDaemon
+
+    return WorkerDaemon(settings)
+
+
+run = daemon_command("worker", _worker)
