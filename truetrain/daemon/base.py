@@ -139,7 +139,6 @@ class Daemon:
         pool = self.contracts.pool
         if not pool.functions.memberOf(self.address).call()[0]:
             self.send("joinPool", pool.functions.joinPool())
-        self.book.set_value("last_heartbeat", str(self.client.w3.eth.block_number))
 
     def heartbeat_if_due(self) -> None:
         last = self.contracts.registry.functions.lastSeenBlock(self.address).call()
