@@ -1,9 +1,12 @@
-"""Gas report: one task's life, createJob by shard count, a draw by pool size.
+"""Gas report: one task's life, createJob by shard count, a draw by pool size, disputes.
 
 Deploys the real contracts to a fresh Anvil on a free port (stopped at the end) and prints
 tables of gas used per call, as mined. Targets (issue 3): a task's whole life ≤ 400,000
 gas; createJob flat in shard count (within 5% from 10 to 1,000); a draw at 1,000 workers
-≤ 1.5× a draw at 10.
+≤ 1.5× a draw at 10. Issue 6: a dispute over 8, 64 and 1,024 checkpoint leaves, every call
+of it (challenge, each bisection move, the referee draw, each commit and reveal, the
+settlement): ≤ 100,000 gas a move, a whole dispute over 1,024 leaves with 5 referees
+≤ 2,500,000.
 
     .venv/bin/python bench/gas.py
 """
@@ -23,11 +26,14 @@ from web3.logs import DISCARD  # noqa: E402
 from truetrain.chain.client import ChainClient, dev_accounts  # noqa: E402
 from truetrain.chain.deploy import StackParams, deploy_stack  # noqa: E402
 from truetrain.chain.devnet import free_port, start_anvil  # noqa: E402
+from truetrain.dispute import GameView, Party, claims_for, opening_claims, vote_commitment  # noqa: E402
+from truetrain.training.merkle import merkle_root  # noqa: E402
 
 E = 10**18
 CAPABILITY = (1, 24_576, 1_000, 3, 2)  # CPU class, 24 GiB, throughput, region 3, 2 at once
 PROFILE = ("bafyprofile", "0x" + "ab" * 32)
 ROOT, SALT, CID = b"\x11" * 32, b"\x22" * 32, "bafyresultcheckpoint"
+REFEREES = 5  # the dispute game's committee size in this deployment
 
 
 class Bench:
@@ -38,13 +44,18 @@ class Bench:
         self.w3 = self.client.w3
         self.w3.provider.make_request("anvil_autoImpersonateAccount", [True])
         self.deployer = dev_accounts(1)[0]
-        report = deploy_stack(self.client, self.deployer, StackParams())
+        # Growing the pool to 1,000 members takes ~5,000 blocks: a liveness window longer than
+        # that keeps the first members eligible without a heartbeat each (which would move the
+        # figures it measures).
+        report = deploy_stack(self.client, self.deployer, StackParams(committee_size=REFEREES,
+                                                                      liveness_window_blocks=100_000))
         c = report.deployment.contracts
         self.token = self.client.contract("TrainToken", c["token"].address)
         self.registry = self.client.contract("IdentityRegistry", c["registry"].address)
         self.stake = self.client.contract("StakeManager", c["stake"].address)
         self.pool = self.client.contract("WorkerPool", c["pool"].address)
         self.market = self.client.contract("JobMarket", c["market"].address)
+        self.game = self.client.contract("DisputeGame", c["game"].address)
 
     def send(self, call, sender: str, wait: bool = True) -> int:
         tx = call.transact({"from": sender, "gas": 3_000_000})
@@ -60,13 +71,13 @@ class Bench:
         self.send(self.pool.functions.joinPool(), address)
         return address
 
-    def job_params(self, shards: int, audit_bps: int = 0) -> tuple:
+    def job_params(self, shards: int, audit_bps: int = 0, leaves: int = 7, challenge_window: int = 5) -> tuple:
         return ("bafymanifest", "0x" + "aa" * 32, "bafyinit", "0x" + "bb" * 32, shards, 2,
-                10 * E, 2 * E, 20 * E, 5, 50, 20, 5, 1, 16_000, 0, audit_bps, 100,
-                self.w3.eth.block_number + 100_000)
+                10 * E, 2 * E, 20 * E, 5, 50, 20, challenge_window, 1, 16_000, 0, audit_bps, 100,
+                self.w3.eth.block_number + 100_000, leaves)
 
-    def create_job(self, submitter: str, shards: int, audit_bps: int = 0) -> tuple[int, int]:
-        params = self.job_params(shards, audit_bps)
+    def create_job(self, submitter: str, shards: int, audit_bps: int = 0, **terms) -> tuple[int, int]:
+        params = self.job_params(shards, audit_bps, **terms)
         job_id = self.market.functions.createJob(params).call({"from": submitter})
         return job_id, self.send(self.market.functions.createJob(params), submitter)
 
@@ -77,8 +88,8 @@ class Bench:
         return event["taskId"], event["worker"], receipt["gasUsed"]
 
 
-def commitment(worker: str) -> bytes:
-    return Web3.keccak(encode(["bytes32", "string", "bytes32", "address"], [ROOT, CID, SALT, worker]))
+def commitment(worker: str, root: bytes = ROOT) -> bytes:
+    return Web3.keccak(encode(["bytes32", "string", "bytes32", "address"], [root, CID, SALT, worker]))
 
 
 def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
@@ -91,6 +102,39 @@ def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
     b.w3.provider.make_request("anvil_mine", [hex(10)])
     rows.append(("finalize", b.send(b.market.functions.finalize(task), worker)))
     return worker, rows
+
+
+def dispute_gas(b: Bench, submitter: str, challenger: str, verifiers: list[str], leaves: int):
+    """One whole dispute, played to the end: a worker that cheats from the middle of its task
+    on, an honest challenger, every move, a committee of REFEREES voting for the challenger."""
+    honest = [Web3.keccak(text=f"honest:{i}") for i in range(leaves)]
+    cheat = honest[: leaves // 2] + [Web3.keccak(text=f"cheat:{i}") for i in range(leaves // 2, leaves)]
+    job_id, _ = b.create_job(submitter, 1, leaves=leaves, challenge_window=1_000)
+    task, worker, _ = b.draw(job_id, submitter)
+    root = merkle_root(cheat)
+    b.send(b.market.functions.acceptTask(task), worker)
+    b.send(b.market.functions.commitResult(task, commitment(worker, root)), worker)
+    b.send(b.market.functions.revealResult(task, root, CID, SALT), worker)
+    cids = [f"bafy{i}" for i in range(leaves)]
+    opening = [c.as_tuple() for c in opening_claims(honest, cids)]
+    game_id = b.game.functions.challenge(task, merkle_root(honest), opening).call({"from": challenger})
+    rows = [("challenge (bond, opening claims)", b.send(b.game.functions.challenge(task, merkle_root(honest), opening), challenger))]
+    moves = 0
+    while (g := GameView.read(b.game, game_id)).turn != Party.NONE:
+        mover, hashes = (worker, cheat) if g.turn == Party.WORKER else (challenger, honest)
+        moves += 1
+        claims = [c.as_tuple() for c in claims_for(g, hashes, cids, g.turn)]
+        rows.append((f"move {moves} ({len(claims)} claims)", b.send(b.game.functions.move(game_id, claims), mover)))
+    rows.append(("drawReferees", b.send(b.game.functions.drawReferees(game_id), submitter)))
+    seated = [seat[0] for seat in b.game.functions.committeeOf(game_id).call()]
+    salt = b"\x33" * 32
+    for n, referee in enumerate(seated):
+        commitment = vote_commitment(game_id, 2, salt, referee)
+        rows.append((f"commitVote {n + 1}", b.send(b.game.functions.commitVote(game_id, n, commitment), referee)))
+    for n, referee in enumerate(seated):
+        rows.append((f"revealVote {n + 1}", b.send(b.game.functions.revealVote(game_id, n, 2, salt), referee)))
+    rows.append(("resolve (slash, split, records, requeue)", b.send(b.game.functions.resolve(game_id), submitter)))
+    return rows, moves
 
 
 def table(title: str, rows: list[tuple[str, int]], extra: str = "") -> None:
@@ -136,6 +180,17 @@ def main() -> None:
             draws.append((f"drawTask, {size:,} workers in the pool", b.draw(job_id, submitter)[2]))
         ratio = draws[-1][1] / draws[0][1]
         table("A draw by pool size", draws, f"1,000 / 10 = {ratio:.2f}x (target ≤ 1.5x)")
+
+        verifiers = [b.new_account(2) for _ in range(REFEREES + 2)]
+        challenger = b.new_account(2)
+        for leaves in (8, 64, 1_024):
+            rows, moves = dispute_gas(b, submitter, challenger, verifiers, leaves)
+            per_move = max(g for name, g in rows if name.startswith("move"))
+            total = sum(g for _, g in rows)
+            limit = "; whole dispute ≤ 2,500,000" if leaves == 1_024 else ""
+            met = per_move <= 100_000 and (leaves != 1_024 or total <= 2_500_000)
+            table(f"A dispute over {leaves:,} checkpoint leaves, {REFEREES} referees ({moves} moves after the opening)",
+                  rows + [("total", total)], f"targets ≤ 100,000 a move{limit}: {'met' if met else 'MISSED'}")
     finally:
         devnet.stop()
 

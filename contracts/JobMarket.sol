@@ -26,6 +26,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     uint256 public constant MAX_BATCH = 32;
     uint8 private constant FLAG_AUDIT_COMMITTED = 1;
     uint8 private constant FLAG_AUDIT_REVEALED = 2;
+    uint8 private constant FLAG_CHALLENGED = 4;
 
     IERC20 public immutable token;
     IIdentityRegistry public immutable registry;
@@ -127,10 +128,13 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         if (block.number > j.expiryBlock) revert JobPastExpiry(jobId, j.expiryBlock);
         uint32 next = j.nextIndex;
         uint32 shards = j.shards;
+        address exclude;
         if (j.pendingCount != 0) {
-            // Tasks sent back are redrawn first (LIFO stack; all belong to the current round).
+            // Tasks sent back are redrawn first (LIFO stack; all belong to the current round),
+            // never to the worker that failed them (kept in `worker` while Pending).
             j.pendingCount -= 1;
             id = _pending[jobId][j.pendingCount];
+            exclude = _tasks[id].worker;
         } else if (next < shards || (next == shards && j.finalizedInRound == shards)) {
             // INVARIANT: the aggregation task is drawable only once every shard task of the round is finalized.
             id = TaskIds.encode(jobId, j.currentRound, next);
@@ -138,7 +142,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         } else {
             revert JobNothingToDraw(jobId);
         }
-        if (!_offer(j, id, address(0))) revert JobNoEligibleWorker(jobId, id);
+        if (!_offer(j, id, exclude)) revert JobNoEligibleWorker(jobId, id);
     }
 
     // ================================================================ worker and auditor
@@ -289,7 +293,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
             if (auditor != address(0)) pool.release(auditor, auditorCollateral);
             pool.release(worker, collateral - taken);
             registry.recordTimeout(worker);
-            _sendBack(j, jobId, id, worker);
+            _sendBack(j, jobId, id, true);
         }
     }
 
@@ -308,37 +312,45 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     }
 
     /// @inheritdoc IJobMarket
+    function openChallenge(uint256 id, address challenger) external onlyRole(DISPUTE_ROLE) {
+        Task storage t = _tasks[id];
+        if (t.status != TaskStatus.ChallengeWindow) revert TaskNotInChallengeWindow(id);
+        _beforeDeadline(t, id);
+        // INVARIANT: a challenged task keeps reward, fees and collateral locked until resolved.
+        uint64 left = t.deadline - uint64(block.number);
+        t.status = TaskStatus.Disputed;
+        t.flags |= FLAG_CHALLENGED;
+        t.deadline = left;
+        emit TaskChallenged(id, challenger, left);
+    }
+
+    /// @inheritdoc IJobMarket
     function resolveDispute(uint256 id, bool workerWon) external onlyRole(DISPUTE_ROLE) nonReentrant {
         Task storage t = _tasks[id];
         if (t.status != TaskStatus.Disputed) revert TaskNotDisputed(id);
         uint256 jobId = TaskIds.jobOf(id);
         Job storage j = _jobs[jobId];
         address worker = t.worker;
-        address auditor = t.auditor;
-        uint256 collateral = j.workerCollateral;
-        address[] memory noReferees = new address[](0);
-        uint256 slashed;
-        if (workerWon) {
+        emit DisputeResolved(id, workerWon);
+        if (t.flags & FLAG_CHALLENGED != 0) {
+            if (workerWon) {
+                // The result stood: its challenge window resumes with the blocks it had left.
+                t.flags &= ~FLAG_CHALLENGED;
+                _openWindow(t, id, t.deadline);
+                return;
+            }
+            // Pool slots were held through the challenge; the game slashed the collateral.
+            address auditor = t.auditor;
+            pool.release(worker, 0);
+            if (auditor != address(0)) pool.release(auditor, auditorCollateral);
+            _sendBack(j, jobId, id, false);
+        } else if (workerWon) {
             t.status = TaskStatus.Finalized;
-            slashed = stakeManager.slash(auditor, auditorCollateral, worker, noReferees);
-            emit DisputeResolved(id, true, slashed);
             _pay(j, jobId, t, id, false);
-            stakeManager.unlockCollateral(auditor, auditorCollateral - slashed);
-            stakeManager.unlockCollateral(worker, collateral);
-            registry.recordDispute(worker, true, 0);
-            registry.recordDispute(auditor, false, uint128(slashed));
             registry.recordTaskCompleted(worker, j.computePerTask);
         } else {
-            slashed = stakeManager.slash(worker, collateral, auditor, noReferees);
-            emit DisputeResolved(id, false, slashed);
-            stakeManager.unlockCollateral(worker, collateral - slashed);
-            stakeManager.unlockCollateral(auditor, auditorCollateral);
-            registry.recordDispute(worker, false, uint128(slashed));
-            registry.recordDispute(auditor, true, 0);
-            _sendBack(j, jobId, id, worker);
+            _sendBack(j, jobId, id, false);
         }
-        pool.refresh(worker);
-        pool.refresh(auditor);
     }
 
     /// @inheritdoc IJobMarket
@@ -369,6 +381,23 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     /// @inheritdoc IJobMarket
     function taskOf(uint256 id) external view returns (Task memory) {
         return _tasks[id];
+    }
+
+    /// @inheritdoc IJobMarket
+    function disputeTerms(uint256 id) external view returns (DisputeTerms memory d) {
+        Task storage t = _tasks[id];
+        (uint256 jobId,, uint32 index) = TaskIds.decode(id);
+        Job storage j = _jobs[jobId];
+        d.status = t.status;
+        d.challenged = t.flags & FLAG_CHALLENGED != 0;
+        d.aggregation = index == j.shards;
+        d.leaves = j.checkpointLeaves;
+        d.worker = t.worker;
+        d.auditor = t.auditor;
+        d.root = t.result;
+        d.auditRoot = t.audit;
+        d.collateral = j.workerCollateral;
+        d.auditorCollateral = auditorCollateral;
     }
 
     /// @inheritdoc IJobMarket
@@ -425,6 +454,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         }
         if (p.expiryBlock <= block.number) revert JobInvalidExpiry(p.expiryBlock);
         if (p.auditRateBps > Escrow.BPS) revert JobInvalidAuditRate(p.auditRateBps);
+        if (p.checkpointLeaves == 0) revert JobInvalidCheckpointLeaves(p.checkpointLeaves);
         uint256 escrow = Escrow.jobEscrow(p.shards, p.rounds, p.rewardPerTask, p.auditFee);
 
         jobId = ++jobCount;
@@ -446,6 +476,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         j.memoryMiB = p.memoryMiB;
         j.preferredRegion = p.preferredRegion;
         j.computePerTask = p.computePerTask;
+        j.checkpointLeaves = p.checkpointLeaves;
         // INVARIANT: escrow fits the packed uint128 (checked, not truncated).
         if (escrow > type(uint128).max) revert JobEscrowTooLarge(escrow);
         j.escrow = uint128(escrow);
@@ -507,7 +538,11 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     }
 
     function _openChallengeWindow(Task storage t, uint256 id, Job storage j) private {
-        uint64 deadline = uint64(block.number) + j.challengeWindow;
+        _openWindow(t, id, j.challengeWindow);
+    }
+
+    function _openWindow(Task storage t, uint256 id, uint64 blocks) private {
+        uint64 deadline = uint64(block.number) + blocks;
         t.status = TaskStatus.ChallengeWindow;
         t.deadline = deadline;
         emit ChallengeWindowOpened(id, deadline);
@@ -583,10 +618,13 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         return stakeManager.penalize(account, amount, beneficiary);
     }
 
-    /// @dev A task whose worker failed: redraw it now (excluding that worker), else push it
-    /// on the pending stack; on a job that is no longer Active, close and refund it.
-    function _sendBack(Job storage j, uint256 jobId, uint256 id, address exclude) private {
+    /// @dev A task whose worker failed: redraw it now (`redraw`; excluding that worker), else
+    /// push it on the pending stack, where the next `drawTask` takes it (still excluding that
+    /// worker); on a job that is no longer Active, close and refund it. A lost dispute does not
+    /// redraw at once: the settlement is costly enough, and a keeper's next draw takes it.
+    function _sendBack(Job storage j, uint256 jobId, uint256 id, bool redraw) private {
         Task storage t = _tasks[id];
+        address exclude = t.worker;
         if (j.status != JobStatus.Active) {
             _close(j, jobId, t, id);
             return;
@@ -595,9 +633,8 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         t.auditor = address(0);
         t.result = bytes32(0);
         t.audit = bytes32(0);
-        if (block.number <= j.expiryBlock && _offer(j, id, exclude)) return;
+        if (redraw && block.number <= j.expiryBlock && _offer(j, id, exclude)) return;
         t.status = TaskStatus.Pending;
-        t.worker = address(0);
         t.deadline = 0;
         _pending[jobId][j.pendingCount] = id;
         j.pendingCount += 1;

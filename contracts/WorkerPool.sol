@@ -76,26 +76,8 @@ contract WorkerPool is AccessControl, IWorkerPool {
         onlyRole(MARKET_ROLE)
         returns (address member)
     {
-        SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
-        address fallbackMember;
-        uint256 fallbackLimit;
         uint256 limit;
-        // Bounded rejection sampling: every attempt is a fresh random from the seed.
-        for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS; ++i) {
-            if (tree.total() == 0) break;
-            uint256 random = uint256(keccak256(abi.encode(seed, i)));
-            address candidate = tree.draw(random);
-            (bool ok, uint16 region, uint256 candidateLimit) = _eligible(candidate, req, verifier);
-            if (!ok) continue;
-            // Outside the preferred region: take it now only with probability 1 / regionBoost.
-            if (req.preferredRegion == 0 || region == req.preferredRegion || (random >> 128) % regionBoost == 0) {
-                member = candidate;
-                limit = candidateLimit;
-                break;
-            }
-            if (fallbackMember == address(0)) (fallbackMember, fallbackLimit) = (candidate, candidateLimit);
-        }
-        if (member == address(0)) (member, limit) = (fallbackMember, fallbackLimit);
+        (member, limit) = _pick(seed, req, verifier);
         if (member == address(0)) return address(0);
 
         Member storage m = _members[member];
@@ -107,6 +89,11 @@ contract WorkerPool is AccessControl, IWorkerPool {
         // eligibility at each draw reads the free stake itself. Only a member now at its
         // concurrency limit leaves the trees.
         if (active >= limit) _setWeights(member, m.roles, 0);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function sample(bytes32 seed, Requirements calldata req, bool verifier) external view returns (address member) {
+        (member,) = _pick(seed, req, verifier);
     }
 
     /// @inheritdoc IWorkerPool
@@ -180,6 +167,31 @@ contract WorkerPool is AccessControl, IWorkerPool {
                 emit WeightUpdated(account, true, v);
             }
         }
+    }
+
+    /// @dev Bounded rejection sampling (see IWorkerPool): every attempt is a fresh random
+    /// from the seed. Returns the member and its concurrency limit, or address(0).
+    function _pick(bytes32 seed, Requirements calldata req, bool verifier)
+        private
+        view
+        returns (address member, uint256 limit)
+    {
+        SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
+        address fallbackMember;
+        uint256 fallbackLimit;
+        for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS; ++i) {
+            if (tree.total() == 0) break;
+            uint256 random = uint256(keccak256(abi.encode(seed, i)));
+            address candidate = tree.draw(random);
+            (bool ok, uint16 region, uint256 candidateLimit) = _eligible(candidate, req, verifier);
+            if (!ok) continue;
+            // Outside the preferred region: take it now only with probability 1 / regionBoost.
+            if (req.preferredRegion == 0 || region == req.preferredRegion || (random >> 128) % regionBoost == 0) {
+                return (candidate, candidateLimit);
+            }
+            if (fallbackMember == address(0)) (fallbackMember, fallbackLimit) = (candidate, candidateLimit);
+        }
+        return (fallbackMember, fallbackLimit);
     }
 
     function _eligible(address account, Requirements calldata req, bool verifier)

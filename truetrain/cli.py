@@ -37,6 +37,7 @@ LAZY_COMMANDS = {
     "worker": ("worker.cli:worker", "Stake, unstake, inspect and run a worker."),
     "verifier": ("verifier.cli:verifier", "Run the verifier daemon."),
     "demo": ("truetrain.demo_cli:demo", "Run one job's whole life on a local devnet."),
+    "challenge": ("submitter.challenge:challenge", "Challenge a revealed result: replay it, bond, open a dispute game."),
 }
 
 

@@ -159,3 +159,8 @@ class UnknownJob(MarketError, LookupError):
 
 class ResultInvalid(MarketError):
     """A published task result does not match what was committed on chain."""
+
+
+class DisputeError(MarketError):
+    """A dispute cannot be played as asked (checkpoints that do not match the mover's root,
+    a game that does not exist, a move that is not ours)."""

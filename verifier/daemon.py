@@ -1,17 +1,25 @@
-"""The verifier daemon: audit the tasks drawn to it, and replay a sample of the others.
+"""The verifier daemon: audit the tasks drawn to it, replay a sample of the others,
+challenge what does not replay, and sit on referee committees.
 
 Audit (``AuditorDrawn`` names this verifier) — ``step`` reads the task from the chain:
 
 * Committed, audit not committed → replay the task from its committed inputs (the same
   verified manifest, shard and start checkpoint the worker used, or the round's results
-  for an aggregation task), persist root and salt, commit ``h(root, salt, auditor)``;
+  for an aggregation task), publish the replay's checkpoints, persist root, bundle CID and
+  salt, commit ``h(root, salt, auditor)``;
 * Revealed (the worker revealed after our commit) → reveal our root; the market compares;
-* later states → done: ChallengeWindow/Finalized mean the roots matched, Disputed not.
+* later states → done: ChallengeWindow/Finalized mean the roots matched, Disputed not (then
+  the audit's game is opened, by us or by the worker).
 
 Sample (``ChallengeWindowOpened`` for a task not audited by this verifier, picked with
 probability ``sample_rate`` by a hash of task id and address, so a restart picks the same
-ones): replay the task and compare with the revealed root while the window is open. A
-mismatch is logged and counted (the challenge itself is the dispute game's part).
+ones): replay the task while the window is open; a mismatch on a ``repro`` job is
+challenged at once with the replay's root (bond = the task's collateral, from free stake).
+
+Games where this verifier is the challenger are driven by
+:class:`~truetrain.dispute.GameDriver` with the replay's published checkpoints. Referee
+duty (``RefereesDrawn`` names it): replay the disputed interval, persist vote and salt,
+commit, then reveal.
 """
 
 from __future__ import annotations
@@ -20,27 +28,40 @@ import logging
 
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
+from truetrain.dispute import GameStatus, Vote, opening_claims, referee_vote, vote_commitment
 from truetrain.hashing import keccak256
-from truetrain.market import ROLE_VERIFIER, TaskStatus, audit_commitment, compute_task, new_salt
+from truetrain.market import (ROLE_VERIFIER, TaskStatus, audit_commitment, compute_task, decode_task_id, new_salt,
+                              publish_result)
+from truetrain.market.faulty import faulty_result
 
 log = logging.getLogger("verifier")
 
-AUDIT, SAMPLE = "audit", "sample"
+AUDIT, SAMPLE, CHALLENGE, REFEREE, OPEN_GAME = "audit", "sample", "challenge", "referee", "open-game"
+#: A replay kept only for its trace (a game we opened elsewhere, e.g. with `truetrain challenge`).
+TRACE = "trace"
 SETTLED = {TaskStatus.CHALLENGE_WINDOW: "match", TaskStatus.FINALIZED: "match", TaskStatus.DISPUTED: "mismatch"}
+ZERO = bytes(32)
 
 
 class VerifierDaemon(Daemon):
     role = "verifier"
     role_bits = ROLE_VERIFIER
-    kinds = (AUDIT, SAMPLE)
+    kinds = (AUDIT, SAMPLE, CHALLENGE, OPEN_GAME, REFEREE)
 
     def on_event(self, event) -> None:
-        args = event.args
-        if event.event == "AuditorDrawn" and args["auditor"].lower() == self.address.lower():
+        args, me = event.args, self.address.lower()
+        if event.event == "AuditorDrawn" and args["auditor"].lower() == me:
             if self.book.open(args["taskId"], AUDIT):
                 log.info("audit drawn", extra={"task": str(args["taskId"]), "deadline": args["auditDeadline"]})
         elif event.event == "ChallengeWindowOpened" and self.sampled(args["taskId"]):
             self.book.open(args["taskId"], SAMPLE)
+        elif event.event == "TaskDisputed" and args["auditor"].lower() == me:
+            self.book.open(args["taskId"], OPEN_GAME)
+        elif event.event == "DisputeOpened" and args["challenger"].lower() == me:
+            self.book.open(args["gameId"], CHALLENGE)
+        elif event.event == "RefereesDrawn" and me in (r.lower() for r in args["referees"]):
+            self.book.open(args["gameId"] << 8 | args["committee"], REFEREE)
+            log.info("drawn as referee", extra={"game": args["gameId"], "committee": args["committee"]})
 
     def sampled(self, task_id: int) -> bool:
         rate = self.settings.sample_rate
@@ -50,10 +71,28 @@ class VerifierDaemon(Daemon):
         return draw < rate * 2**64
 
     def step(self, entry: Entry) -> None:
-        if entry.kind == AUDIT:
-            self.audit(entry)
+        {AUDIT: self.audit, SAMPLE: self.sample, CHALLENGE: self.play, REFEREE: self.referee,
+         OPEN_GAME: lambda e: self.open_audit_game(e, self.address)}[entry.kind](entry)
+
+    # --- audits and samples -------------------------------------------------------------
+
+    def replay(self, task_id: int, kind: str, *, faulty: bool = False) -> Entry:
+        """Replay the task (or, for the named false challenger, compute a wrong result),
+        publish its checkpoints and persist root and bundle CID under (task, kind)."""
+        if faulty:
+            manifest = self.reader.manifest(decode_task_id(task_id)[0])
+            result = faulty_result(self.reader, task_id, "perturb-step", str(manifest.steps_per_task // 2),
+                                   device=self.device)
+            root, training = result.merkle_root, result
         else:
-            self.sample(entry)
+            computed = compute_task(self.reader, task_id, device=self.device)
+            root, training = computed.root, computed.training
+        cid = None
+        if training is not None:
+            interval = self.reader.manifest(decode_task_id(task_id)[0]).checkpoint_interval
+            cid, _ = publish_result(self.store, task_id, training, interval)
+        self.book.record_result(task_id, kind, root, cid, new_salt())
+        return self.book.get(task_id, kind)
 
     def audit(self, entry: Entry) -> None:
         task = self.reader.task(entry.task_id)
@@ -65,14 +104,12 @@ class VerifierDaemon(Daemon):
             outcome = SETTLED[task.status]
             self.metrics.audits.labels(AUDIT, outcome).inc()
             self.book.close_entry(entry.task_id, AUDIT, "done", outcome)
-            log.info("audit settled: %s", outcome, extra=ident)
+            log.log(logging.INFO if outcome == "match" else logging.WARNING, "audit settled: %s", outcome, extra=ident)
             return
         market = self.market.functions
         if task.status == TaskStatus.COMMITTED and not task.audit_committed:
             if entry.root is None or entry.salt is None:
-                root = compute_task(self.reader, entry.task_id, device=self.device).root
-                self.book.record_result(entry.task_id, AUDIT, root, None, new_salt())
-                entry = self.book.get(entry.task_id, AUDIT)
+                entry = self.replay(entry.task_id, AUDIT)
             self.send("commitAudit", market.commitAudit(entry.task_id, audit_commitment(entry.root, entry.salt, self.address)))
         elif task.status == TaskStatus.REVEALED and task.audit_committed and not task.audit_revealed:
             self.send("revealAudit", market.revealAudit(entry.task_id, entry.root, entry.salt))
@@ -85,11 +122,75 @@ class VerifierDaemon(Daemon):
         if task.status != TaskStatus.CHALLENGE_WINDOW:
             self.book.close_entry(entry.task_id, SAMPLE, "done", f"window closed ({task.status.name})")
             return
-        root = compute_task(self.reader, entry.task_id, device=self.device).root
-        outcome = "match" if root == task.result else "mismatch"
+        # The named false challenger lies about training tasks only (an aggregation has no trace to fake).
+        false_challenger = "false-challenge" in self.faults and task.index < self.reader.job(task.job_id).shards
+        if entry.root is None:
+            entry = self.replay(entry.task_id, SAMPLE, faulty=false_challenger)
+        outcome = "match" if entry.root == task.result else "mismatch"
         self.metrics.audits.labels(SAMPLE, outcome).inc()
-        self.book.record_result(entry.task_id, SAMPLE, root, None, b"")
-        self.book.close_entry(entry.task_id, SAMPLE, "done", outcome)
         level = logging.INFO if outcome == "match" else logging.WARNING
-        log.log(level, "sampled replay: %s", outcome, extra={"task": str(entry.task_id), "root": "0x" + root.hex(),
+        log.log(level, "sampled replay: %s", outcome, extra={"task": str(entry.task_id), "root": "0x" + entry.root.hex(),
                                                              "revealed": "0x" + task.result.hex()})
+        if outcome == "mismatch" and self.reader.manifest(task.job_id).repro:
+            self.challenge(entry, false_challenger)
+        self.book.close_entry(entry.task_id, SAMPLE, "done", outcome)
+
+    def challenge(self, entry: Entry, false_challenger: bool) -> None:
+        """Open a dispute game on the task with our replay's root and opening claims."""
+        if false_challenger:
+            log.warning("fault: challenging with a wrong root", extra={"task": str(entry.task_id)})
+        claims = []
+        if entry.cid is not None:  # a training task: claims from our published checkpoints
+            hashes, cids = self.bundle_trace(entry.cid, entry.root)
+            claims = [c.as_tuple() for c in opening_claims(hashes, cids)]
+        self.send("challenge", self.game.functions.challenge(entry.task_id, entry.root, claims))
+        log.warning("challenged", extra={"task": str(entry.task_id), "root": "0x" + entry.root.hex()})
+
+    # --- disputes -----------------------------------------------------------------------
+
+    def play(self, entry: Entry) -> None:
+        """Drive a game where we are the challenger, from the replay we published."""
+        if "stall-dispute" in self.faults:
+            return
+
+        def trace():
+            game = self.game_view(entry.task_id)
+            mine = next((e for e in (self.book.get(game.task_id, k) for k in (AUDIT, SAMPLE, TRACE))
+                         if e is not None and e.cid is not None and e.root == game.challenger_root), None)
+            if mine is None:  # not replayed here (yet): the replay is deterministic, do it now
+                self.book.open(game.task_id, TRACE)
+                mine = self.replay(game.task_id, TRACE)
+            return self.bundle_trace(mine.cid, game.challenger_root)
+
+        outcome = self.disputes.step(entry.task_id, trace)
+        if outcome is not None:
+            self.book.close_entry(entry.task_id, CHALLENGE, "done", outcome)
+            self.metrics.disputes.labels(outcome).inc()
+            log.log(logging.INFO if outcome == "won" else logging.WARNING, "dispute %s", outcome,
+                    extra={"game": entry.task_id})
+
+    def referee(self, entry: Entry) -> None:
+        game_id, committee = entry.task_id >> 8, entry.task_id & 0xFF
+        game = self.game_view(game_id)
+        if game.committee != committee or game.status not in (GameStatus.COMMITTING, GameStatus.REVEALING) \
+                or "silent-referee" in self.faults:
+            self.book.close_entry(entry.task_id, REFEREE, "done", f"game {game.status.name}")
+            return
+        seats = self.game.functions.committeeOf(game_id).call()
+        seat = next(i for i, s in enumerate(seats) if s[0].lower() == self.address.lower())
+        _, voted, commitment = seats[seat]
+        calls = self.game.functions
+        if game.status == GameStatus.COMMITTING and bytes(commitment) == ZERO:
+            if entry.root is None:
+                vote = referee_vote(self.reader, self.game, game, device=self.device)
+                if "lying-referee" in self.faults:
+                    vote = Vote.CHALLENGER if vote == Vote.WORKER else Vote.WORKER
+                    log.warning("fault: voting %s", vote.name, extra={"game": game_id})
+                self.book.record_result(entry.task_id, REFEREE, bytes([vote]), None, new_salt())
+                entry = self.book.get(entry.task_id, REFEREE)
+                log.info("referee vote: %s", Vote(entry.root[0]).name, extra={"game": game_id})
+            self.send("commitVote", calls.commitVote(game_id, seat, vote_commitment(game_id, entry.root[0], entry.salt,
+                                                                                   self.address)))
+        elif game.status == GameStatus.REVEALING and bytes(commitment) != ZERO and voted == 0 and entry.salt:
+            self.send("revealVote", calls.revealVote(game_id, seat, entry.root[0], entry.salt))
+            self.book.close_entry(entry.task_id, REFEREE, "done", Vote(entry.root[0]).name)

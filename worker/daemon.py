@@ -8,7 +8,12 @@
   commits without training again;
 * Committed → reveal, once an auditor (if one was drawn) has committed;
 * later states → nothing to do; Finalized closes the entry as done, a task that moved to
-  another worker (this one timed out) as lost.
+  another worker (this one timed out, or lost a dispute) as lost.
+
+Disputes: an audit mismatch on one of its tasks makes it open the game
+(``openAuditDispute``, unless someone did); every game where it is the worker is driven by
+:class:`~truetrain.dispute.GameDriver` with the checkpoint hashes of its *published* result
+bundle (a worker whose data is not retrievable cannot defend itself).
 """
 
 from __future__ import annotations
@@ -21,32 +26,59 @@ from truetrain.daemon.book import Entry
 from truetrain.hardware import detect
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, publish_result,
                               result_commitment)
+from truetrain.market.compute import ComputedResult
+from truetrain.market.faulty import WithholdingStore, faulty_result
 
 log = logging.getLogger("worker")
 
-WORK = "work"
+WORK, DEFEND, OPEN_GAME = "work", "defend", "open-game"
 WAITING = {TaskStatus.REVEALED, TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED}
 
 
 class WorkerDaemon(Daemon):
     role = "worker"
     role_bits = ROLE_WORKER
-    kinds = (WORK,)
+    kinds = (WORK, DEFEND, OPEN_GAME)
 
     def start(self) -> None:
         self.profile = detect()
         super().start()
 
     def on_event(self, event) -> None:
-        if event.event == "TaskDrawn" and event.args["worker"].lower() == self.address.lower():
-            if self.book.open(event.args["taskId"], WORK):
-                log.info("task offered", extra={"task": str(event.args["taskId"]), "job": event.args["jobId"],
-                                                "round": event.args["round"], "index": event.args["index"]})
+        args, mine = event.args, event.args.get("worker", "").lower() == self.address.lower()
+        if event.event == "TaskDrawn" and mine:
+            if self.book.open(args["taskId"], WORK):
+                log.info("task offered", extra={"task": str(args["taskId"]), "job": args["jobId"],
+                                                "round": args["round"], "index": args["index"]})
+        elif event.event == "TaskDisputed" and mine:
+            self.book.open(args["taskId"], OPEN_GAME)
+        elif event.event == "DisputeOpened" and mine:
+            self.book.open(args["gameId"], DEFEND)
+            log.warning("result disputed", extra={"task": str(args["taskId"]), "game": args["gameId"],
+                                                  "challenger": args["challenger"], "audit": args["audit"]})
+
+    def step(self, entry: Entry) -> None:
+        if entry.kind == WORK:
+            self.work(entry)
+        elif entry.kind == DEFEND:
+            self.defend(entry)
+        else:
+            self.open_audit_game(entry, self.address)
+
+    def defend(self, entry: Entry) -> None:
+        if "stall-dispute" in self.faults:
+            return  # the named faulty worker never answers: it loses on its clock
+        outcome = self.disputes.step(entry.task_id, lambda: self.published_trace(self.game_view(entry.task_id).task_id))
+        if outcome is not None:
+            self.book.close_entry(entry.task_id, DEFEND, "done", outcome)
+            self.metrics.disputes.labels(outcome).inc()
+            log.log(logging.INFO if outcome == "won" else logging.WARNING, "dispute %s", outcome,
+                    extra={"game": entry.task_id})
 
     def fits(self, job) -> bool:
         return job.device_class <= self.profile.device_class and job.memory_mib <= self.profile.memory_mib
 
-    def step(self, entry: Entry) -> None:
+    def work(self, entry: Entry) -> None:
         task = self.reader.task(entry.task_id)
         ident = {"task": str(entry.task_id)}
         if task.status == TaskStatus.FINALIZED and task.is_worker(self.address):
@@ -85,14 +117,15 @@ class WorkerDaemon(Daemon):
         if entry.root is not None and entry.salt is not None:
             return entry
         started = time.monotonic()
-        result = compute_task(self.reader, entry.task_id, device=self.device)
+        result = self.compute(entry.task_id)
         seconds = time.monotonic() - started
+        store = WithholdingStore() if "withhold" in self.faults else self.store
         if result.is_aggregation:
-            cid = self.store.add_bytes(result.aggregated.to_bytes()).cid
+            cid = store.add_bytes(result.aggregated.to_bytes()).cid
             log.info("aggregated round", extra={"task": str(entry.task_id), "cid": cid, "seconds": round(seconds, 2)})
         else:
             manifest = self.reader.manifest(decode_task_id(entry.task_id)[0])
-            cid, _ = publish_result(self.store, entry.task_id, result.training, manifest.checkpoint_interval)
+            cid, _ = publish_result(store, entry.task_id, result.training, manifest.checkpoint_interval)
             self.metrics.steps.inc(result.steps)
             self.metrics.steps_per_second.set(result.steps / seconds if seconds > 0 else 0)
             log.info("trained task", extra={"task": str(entry.task_id), "steps": result.steps, "cid": cid,
@@ -100,3 +133,12 @@ class WorkerDaemon(Daemon):
                                             "loss": round(result.training.metrics["final_train_loss"], 4)})
         self.book.record_result(entry.task_id, WORK, result.root, cid, new_salt())
         return self.book.get(entry.task_id, WORK)
+
+    def compute(self, task_id: int) -> ComputedResult:
+        """The task's result: honest, or the named cheat of a faulty worker (training tasks only)."""
+        cheat = self.faults.cheat
+        if cheat is None or decode_task_id(task_id)[2] == self.reader.job(decode_task_id(task_id)[0]).shards:
+            return compute_task(self.reader, task_id, device=self.device)
+        log.warning("fault: computing a %s result", cheat, extra={"task": str(task_id)})
+        result = faulty_result(self.reader, task_id, cheat, self.faults.arg(cheat), device=self.device)
+        return ComputedResult(task_id, result.merkle_root, training=result)

@@ -9,13 +9,19 @@ pragma solidity ^0.8.28;
 /// function `jobId << 64 | round << 32 | index` (TaskIds). No call loops over tasks or
 /// workers: a task's state is created when it is first drawn, rounds advance by counters,
 /// and tasks sent back (timeouts, lost disputes) wait on a per-job pending stack that is
-/// drawn first.
+/// drawn first, never for the worker that failed them (a Pending task's `worker` is that
+/// worker).
 ///
 /// Task life: Pending ─draw─▶ Offered ─accept─▶ Running ─commit─▶ Committed
 /// (─auditor commits─, if an audit was drawn) ─reveal─▶ Revealed (waiting for the
 /// auditor's reveal) / ChallengeWindow (no audit or the audit matched) ─window over,
 /// finalize─▶ Finalized. A mismatching audit moves the task to Disputed with its funds
-/// locked; `resolveDispute` (DISPUTE_ROLE, the dispute game) settles it. Every deadline has
+/// locked; so does a challenge inside the window (`openChallenge`, DISPUTE_ROLE: the
+/// DisputeGame, which reads `disputeTerms`). The game settles stakes itself and then calls
+/// `resolveDispute`, which only moves the task: a worker that lost has its task sent back
+/// to be drawn for another worker; a worker that won an audit dispute is paid (without the
+/// audit fee), and one that won against a challenger gets its challenge window back with
+/// the blocks it had left. Every deadline has
 /// a permissionless `timeoutTask` that moves the task on and penalises who was late. On a
 /// cancelled or expired job nothing new is drawn: unspent escrow is refunded at once, tasks
 /// in flight finish and are paid, Pending/Offered ones are closed with `closeTask` and
@@ -46,7 +52,10 @@ interface IJobMarket {
         Closed
     }
 
-    /// @notice What a submitter asks for. Windows are in blocks. `computePerTask` is the
+    /// @notice What a submitter asks for. Windows are in blocks. `checkpointLeaves` is the
+    /// number of checkpoints a training task commits to (steps 0, I, 2I, …, K: the leaves of
+    /// its Merkle root), which the dispute game bisects over; an aggregation task commits to
+    /// one checkpoint hash. `computePerTask` is the
     /// manifest-defined compute unit credited to the worker's history per finished task
     /// (for example samples × local epochs of one shard). `preferredRegion` 0 = none.
     struct JobParams {
@@ -69,6 +78,7 @@ interface IJobMarket {
         uint16 auditRateBps;
         uint64 computePerTask;
         uint64 expiryBlock;
+        uint16 checkpointLeaves;
     }
 
     /// @notice A job as stored. `escrow` is what the job still holds here, `surplus` the
@@ -98,6 +108,7 @@ interface IJobMarket {
         uint32 nextIndex;
         uint32 finalizedInRound;
         uint32 pendingCount;
+        uint16 checkpointLeaves;
         uint128 escrow;
         uint128 surplus;
         bytes32 manifestHash;
@@ -108,7 +119,9 @@ interface IJobMarket {
     /// @notice A task as stored. `deadline` is the block the current phase ends (accept,
     /// commit, audit commit, reveal or challenge window). `result` holds the worker's
     /// commitment, then its revealed root; `audit` the auditor's commitment, then its root.
-    /// `flags`: bit 0 auditor committed, bit 1 auditor revealed.
+    /// `flags`: bit 0 auditor committed, bit 1 auditor revealed, bit 2 challenged (the
+    /// dispute was opened by `openChallenge`; `deadline` then holds the blocks its challenge
+    /// window had left).
     struct Task {
         address worker;
         TaskStatus status;
@@ -132,6 +145,24 @@ interface IJobMarket {
         uint96 auditorPenalty;
     }
 
+    /// @notice What the dispute game needs to know of a task, in one call.
+    /// @param challenged the task is Disputed through `openChallenge` (not an audit)
+    /// @param aggregation the task is its round's aggregation task (one checkpoint, no bisection)
+    /// @param leaves the job's checkpoint leaves per training task
+    /// @param root the worker's revealed root; `auditRoot` the auditor's revealed root
+    struct DisputeTerms {
+        TaskStatus status;
+        bool challenged;
+        bool aggregation;
+        uint16 leaves;
+        address worker;
+        address auditor;
+        bytes32 root;
+        bytes32 auditRoot;
+        uint96 collateral;
+        uint96 auditorCollateral;
+    }
+
     // ---------------------------------------------------------------- errors
 
     /// @notice No job has id `jobId`.
@@ -146,6 +177,8 @@ interface IJobMarket {
     error JobEscrowTooLarge(uint256 escrow);
     /// @notice Shard count and rounds must both be ≥ 1.
     error JobInvalidShape(uint32 shards, uint32 rounds);
+    /// @notice A training task must commit to at least 1 checkpoint.
+    error JobInvalidCheckpointLeaves(uint16 checkpointLeaves);
     /// @notice Every window (accept, compute, reveal, challenge) must be ≥ 1 block.
     error JobInvalidWindows();
     /// @notice The expiry block must lie in the future.
@@ -236,8 +269,11 @@ interface IJobMarket {
     event ChallengeWindowOpened(uint256 indexed taskId, uint64 deadline);
     /// @notice The audit did not match: the task's funds are locked until the dispute is resolved.
     event TaskDisputed(uint256 indexed taskId, address indexed worker, address indexed auditor, bytes32 root, bytes32 auditRoot);
-    /// @notice The dispute was settled; `slashed` was taken from the loser.
-    event DisputeResolved(uint256 indexed taskId, bool workerWon, uint256 slashed);
+    /// @notice `challenger` challenged the revealed result; the dispute game runs, and the
+    /// challenge window has `windowLeft` blocks left should the result stand.
+    event TaskChallenged(uint256 indexed taskId, address indexed challenger, uint64 windowLeft);
+    /// @notice The dispute game settled the task's dispute (stakes were settled by the game).
+    event DisputeResolved(uint256 indexed taskId, bool workerWon);
     /// @notice The task was finalized: `reward` credited to `worker`, `auditFee` to `auditor` (0 if none).
     event TaskFinalized(uint256 indexed taskId, address indexed worker, uint256 reward, address indexed auditor, uint256 auditFee);
     /// @notice `account` missed the deadline of phase `phase`; `penalty` was taken from its stake.
@@ -322,9 +358,16 @@ interface IJobMarket {
     /// Active and refund its cost to the submitter.
     function closeTask(uint256 taskId) external;
 
-    /// @notice DISPUTE_ROLE only: settle a Disputed task. Worker won: the auditor's
-    /// collateral is slashed (winner = worker) and the task is finalized. Worker lost: the
-    /// worker's collateral is slashed (winner = auditor) and the task is requeued.
+    /// @notice DISPUTE_ROLE only: a challenger disputes the task's revealed result inside its
+    /// challenge window. The task becomes Disputed (its funds stay locked). Reverts
+    /// `TaskNotInChallengeWindow`, `TaskDeadlinePassed`.
+    function openChallenge(uint256 taskId, address challenger) external;
+
+    /// @notice DISPUTE_ROLE only: the dispute game settled the stakes of a Disputed task; move
+    /// the task on. Audit dispute: worker won → finalized and paid (the audit fee goes back
+    /// to the submitter), lost → sent back. Challenge: worker won → the challenge window
+    /// resumes with the blocks it had left, lost → the worker's (and any auditor's) pool
+    /// slot is released and the task sent back. Reverts `TaskNotDisputed`.
     function resolveDispute(uint256 taskId, bool workerWon) external;
 
     /// @notice Permissionless: credit job `jobId`'s surplus (unused audit fees) to its
@@ -341,6 +384,9 @@ interface IJobMarket {
 
     /// @notice The stored task (status None if never drawn).
     function taskOf(uint256 taskId) external view returns (Task memory);
+
+    /// @notice What the dispute game reads of a task (see DisputeTerms).
+    function disputeTerms(uint256 taskId) external view returns (DisputeTerms memory);
 
     /// @notice Ids of job `jobId`'s tasks `offset .. offset + limit` in draw order (only tasks
     /// already given state).

@@ -91,6 +91,11 @@ interface IWorkerPool {
     /// refresh its weights. Reverts `PoolNoActiveTask`.
     function release(address account, uint256 unlock) external;
 
+    /// @notice The member `assign` would draw for `seed` and `req` in this block, without
+    /// assigning it (no collateral locked, no task counted): the dispute game draws its
+    /// referees this way. address(0) if none was found within `MAX_DRAW_ATTEMPTS`.
+    function sample(bytes32 seed, Requirements calldata req, bool verifier) external view returns (address member);
+
     /// @notice Whether `account` could be drawn for `req` in this block.
     function isEligible(address account, Requirements calldata req, bool verifier) external view returns (bool);
 

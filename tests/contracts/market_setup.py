@@ -65,6 +65,7 @@ def job_params(**overrides):
         auditRateBps=0,
         computePerTask=100,
         expiryBlock=chain.height + 10_000,
+        checkpointLeaves=7,
     )
     p.update(overrides)
     return tuple(p.values())

@@ -1,6 +1,8 @@
 """invariant_market_tokensConserved: random sequences of stake / unstake / withdraw / create /
-draw / accept / commit / audit / reveal / timeout / finalize / dispute / cancel / close across
-several accounts; after every step tokens are conserved and no task is paid twice."""
+draw / accept / commit / audit / reveal / timeout / finalize / challenge / dispute moves,
+clocks, referee draws, votes and verdicts / cancel / close across several accounts; after
+every step tokens are conserved and no task is paid twice. Disputes run through the real
+DisputeGame with real Merkle roots over two checkpoint traces (honest and cheating)."""
 
 from collections import Counter
 
@@ -10,9 +12,14 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from tests.contracts.market_setup import *  # noqa: F401,F403
+from tests.contracts.dispute_setup import *  # noqa: F401,F403
+from truetrain.dispute import opening_claims, vote_commitment
 
-OTHER = "0x" + "99" * 32
+HONEST = trace()
+CHEAT = diverged(HONEST, 3)
+TRACES = {root_of(HONEST): HONEST, root_of(CHEAT): CHEAT}
+ROOT_H, ROOT_X = root_of(HONEST), root_of(CHEAT)
+VOTE_SALT = bytes.fromhex("66" * 32)
 
 
 
@@ -23,11 +30,11 @@ def _try(fn, *args):
         return None
 
 
-def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool, registry, submitter, deployer, w1, w2, v1, v2, market_isolation):
+def test_invariant_market_tokensConserved(job_market, game, token, stake_manager, pool, registry, submitter, deployer, w1, w2, v1, v2, referees, market_isolation):
     pool.joinPool({"from": w2})
     pool.joinPool({"from": v2})
-    actors = [submitter, w1, w2, v1, v2]
-    stakers = [w1, w2, v1, v2]
+    actors = [submitter, w1, w2, v1, v2] + referees
+    stakers = [w1, w2, v1, v2] + referees
 
     class Market(RuleBasedStateMachine):
         def __init__(self):
@@ -36,6 +43,7 @@ def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool
             self.jobs = []
             self.tasks = []
             self.paid = Counter()
+            self.roots = {}
 
         def teardown(self):
             chain.revert()
@@ -72,23 +80,25 @@ def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool
             if tid is not None:
                 self._tx(job_market.acceptTask, tid, {"from": job_market.taskOf(tid)[0]})
 
-        def commit(self, i):
+        def commit(self, i, honest=True):
             tid = self._task(i)
             if tid is not None:
                 worker = job_market.taskOf(tid)[0]
-                self._tx(job_market.commitResult, tid, commitment(ROOT, CID, SALT, worker), {"from": worker})
+                root = ROOT_H if honest else ROOT_X
+                if self._tx(job_market.commitResult, tid, commitment(root, CID, SALT, worker), {"from": worker}):
+                    self.roots[tid] = root
 
         def audit_commit(self, i, honest):
             tid = self._task(i)
             if tid is not None:
                 auditor = job_market.taskOf(tid)[4]
                 if int(auditor, 16):
-                    self._tx(job_market.commitAudit, tid, audit_commitment(ROOT if honest else OTHER, SALT, auditor), {"from": auditor})
+                    self._tx(job_market.commitAudit, tid, audit_commitment(ROOT_H if honest else ROOT_X, SALT, auditor), {"from": auditor})
 
         def reveal(self, i):
             tid = self._task(i)
             if tid is not None:
-                self._tx(job_market.revealResult, tid, ROOT, CID, SALT, {"from": job_market.taskOf(tid)[0]})
+                self._tx(job_market.revealResult, tid, self.roots.get(tid, ROOT_H), CID, SALT, {"from": job_market.taskOf(tid)[0]})
 
         def audit_reveal(self, i, root):
             tid = self._task(i)
@@ -110,10 +120,52 @@ def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool
             if tid is not None:
                 self._tx(job_market.finalize, tid, {"from": submitter})
 
-        def resolve(self, i, worker_won):
+        def challenge(self, i, who):
+            """``who`` challenges task i's result with the other trace."""
             tid = self._task(i)
-            if tid is not None:
-                self._tx(job_market.resolveDispute, tid, worker_won, {"from": deployer})
+            if tid is not None and job_market.taskOf(tid)[1] == TS.CHALLENGE:
+                theirs = TRACES[self.roots.get(tid, ROOT_H)]
+                mine = CHEAT if theirs is HONEST else HONEST
+                opening = [c.as_tuple() for c in opening_claims(mine, cids(mine))]
+                self._tx(game.challenge, tid, root_of(mine), opening, {"from": who})
+
+        def dispute(self, i, play_on):
+            """Move task i's dispute on: open it, move (or let the clock run out), draw
+            referees, vote, resolve."""
+            tid = self._task(i)
+            if tid is None or job_market.taskOf(tid)[1] != TS.DISPUTED:
+                return
+            gid = game.gameOfTask(tid)
+            if gid == 0 or view(game, gid).status == GS.RESOLVED:
+                self._tx(game.openAuditDispute, tid, {"from": submitter})
+                return
+            g = view(game, gid)
+            if g.status == GS.BISECTING:
+                if not play_on:
+                    chain.mine(CLOCK + 1)
+                    self._tx(game.timeout, gid, {"from": submitter})
+                    return
+                root = g.worker_root if g.turn == Party.WORKER else g.challenger_root
+                mover = g.worker if g.turn == Party.WORKER else g.challenger
+                self._tx(game.move, gid, claims(game, gid, TRACES[hx(root)], g.turn), {"from": mover})
+            elif g.status == GS.AWAITING_REFEREES:
+                self._tx(game.drawReferees, gid, {"from": submitter})
+            elif g.status == GS.COMMITTING:
+                truth = 1 if TRACES[hx(g.worker_root)][g.hi - 1] == HONEST[g.hi - 1] else 2
+                for n, seat in enumerate(game.committeeOf(gid)):
+                    if play_on or n != 0:
+                        self._tx(game.commitVote, gid, n, vote_commitment(gid, truth, VOTE_SALT, seat[0]), {"from": seat[0]})
+                if view(game, gid).status == GS.COMMITTING:
+                    chain.mine(COMMIT_WINDOW + 1)
+                    self._tx(game.timeout, gid, {"from": submitter})
+            elif g.status == GS.REVEALING:
+                truth = 1 if TRACES[hx(g.worker_root)][g.hi - 1] == HONEST[g.hi - 1] else 2
+                for n, seat in enumerate(game.committeeOf(gid)):
+                    if seat[2] != "0x" + "00" * 32 and play_on:
+                        self._tx(game.revealVote, gid, n, truth, VOTE_SALT, {"from": seat[0]})
+                if not play_on:
+                    chain.mine(REVEAL_WINDOW + 1)
+                self._tx(game.resolve, gid, {"from": submitter})
 
         def cancel(self, i):
             if self.jobs:
@@ -157,18 +209,20 @@ def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool
             if status == TS.OFFERED:
                 self.accept(i)
             elif status == TS.RUNNING:
-                self.commit(i)
+                self.commit(i, honest)
             elif status == TS.COMMITTED and int(auditor, 16) and not flags & 1:
                 self.audit_commit(i, honest)
             elif status == TS.COMMITTED:
-                self.reveal(i) if honest or flags & 2 else self.audit_reveal(i, ROOT)
+                self.reveal(i) if honest or flags & 2 else self.audit_reveal(i, ROOT_H)
             elif status == TS.REVEALED:
-                self.audit_reveal(i, ROOT)
+                self.audit_reveal(i, ROOT_H)
+            elif status == TS.CHALLENGE and not honest:
+                self.challenge(i, stakers[i % len(stakers)])
             elif status == TS.CHALLENGE:
                 chain.mine(6)
                 self.finalize(i)
             elif status == TS.DISPUTED:
-                self.resolve(i, honest)
+                self.dispute(i, honest)
 
         @rule(action=st.integers(0, 19), i=st.integers(0, 50), flag=st.booleans(), n=st.integers(1, 25),
               a=st.sampled_from(stakers), b=st.sampled_from(actors))
@@ -195,9 +249,10 @@ def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool
 
         @invariant()
         def tokens_conserved(self):
-            holders = actors + [job_market, stake_manager, pool, deployer]
+            holders = actors + [job_market, stake_manager, pool, game, deployer]
             assert sum(token.balanceOf(h) for h in holders) + token.totalBurned() == token.totalMinted()
             assert token.balanceOf(job_market) == job_market.totalEscrow() + job_market.totalCredits()
+            assert token.balanceOf(game) == 0
             assert token.balanceOf(stake_manager) == stake_manager.totalStaked() + stake_manager.totalCredits()
             assert sum(job_market.jobOf(j).dict()["escrow"] for j in self.jobs) == job_market.totalEscrow()
 
@@ -205,4 +260,4 @@ def test_invariant_market_tokensConserved(job_market, token, stake_manager, pool
         def no_task_paid_twice(self):
             assert all(n == 1 for n in self.paid.values())
 
-    run_state_machine_as_test(Market, settings=settings(max_examples=12, stateful_step_count=40, deadline=None))
+    run_state_machine_as_test(Market, settings=settings(max_examples=12, stateful_step_count=50, deadline=None))

@@ -23,7 +23,7 @@ SUBMITTER = 1
 
 
 class MarketNet:
-    def __init__(self, home: Path, ipfs_nodes: int = 1):
+    def __init__(self, home: Path, ipfs_nodes: int = 1, params: StackParams = StackParams(unbonding_delay_blocks=5)):
         self.home = home
         self.anvil = start_anvil(free_port(), block_time=1, mixed_mining=True, log_path=home / "anvil.log")
         self.nodes = []
@@ -37,7 +37,7 @@ class MarketNet:
                         first.connect(node.swarm_addr)
             self.deployments = home / "deployments"
             client = ChainClient(self.anvil.url)
-            report = deploy_stack(client, dev_account(0), StackParams(unbonding_delay_blocks=5), folder=self.deployments)
+            report = deploy_stack(client, dev_account(0), params, folder=self.deployments)
             fund_dev_accounts(client, report.deployment.contracts["token"].address)
             self.contracts = connect_deployment(self.anvil.url, self.deployments)
         except BaseException:
@@ -64,14 +64,22 @@ class MarketNet:
             assert wait_for_log(process, f"{role} running", timeout=90), process.log_text()[-3000:]
         return process
 
-    def submit(self, *, shards: int, rounds: int, steps: int, terms: JobTerms, node: int = 0):
+    def fund(self, *accounts: int, amount: int = 10_000 * TOKEN) -> None:
+        """Mint TRAIN to dev accounts beyond the ones the devnet funds."""
+        client, token = self.contracts.client, self.contracts.token
+        for index in accounts:
+            client.transact(token.functions.mint(dev_account(index).address, amount), dev_account(0))
+
+    def submit(self, *, shards: int, rounds: int, steps: int, terms: JobTerms, node: int = 0,
+               interval: int | None = None):
         """Publish a digits job (MLP 64-128-10, SGD) and create it; return (job id, manifest, escrow)."""
         with self.store(node) as store:
             data = publish_dataset(store, "digits", num_shards=shards, seed=3)
             manifest = build_manifest(name="digits-test", seed=3, numeric_mode="repro",
                                       model={"kind": "mlp", "widths": [64, 128, 10]},
                                       optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
-                                      batch_size=32, steps_per_task=steps, checkpoint_interval=steps // 2 if steps % 2 == 0 else steps,
+                                      batch_size=32, steps_per_task=steps,
+                                      checkpoint_interval=interval or (steps // 2 if steps % 2 == 0 else steps),
                                       rounds=rounds, **data)
             cid = publish_manifest(store, manifest)
             submitter = dev_account(SUBMITTER)
@@ -96,6 +104,16 @@ class MarketNet:
 
     def events(self, name: str, **filters) -> list:
         return getattr(self.contracts.market.events, name)().get_logs(from_block=0, argument_filters=filters or None)
+
+    def game_events(self, name: str, **filters) -> list:
+        return getattr(self.contracts.game.events, name)().get_logs(from_block=0, argument_filters=filters or None)
+
+    def wait_for(self, what: str, condition, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: not after {timeout:.0f} s; logs in {self.home / 'logs'}")
+            time.sleep(0.5)
 
     def restart_node(self, index: int = 0) -> None:
         """Stop IPFS node ``index`` and start it again on the same folder and port."""

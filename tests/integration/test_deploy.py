@@ -26,11 +26,15 @@ def test_deploy_writes_file_grants_roles_and_reuses_on_rerun(anvil, tmp_path):
     assert first.deployed == [s.key for s in STEPS] and first.reused == []
     assert len(first.granted) == len(GRANTS)
     recorded = json.loads((tmp_path / f"{DEV_CHAIN_ID}.json").read_text())
-    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "market"}
+    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "market", "game"}
     assert recorded["contracts"]["market"]["name"] == "JobMarket"
+    assert recorded["contracts"]["game"]["name"] == "DisputeGame"
     pool = client.contract("WorkerPool", first.deployment.address("pool"))
     market = first.deployment.address("market")
     assert client.call(pool.functions.hasRole(client.call(pool.functions.MARKET_ROLE()), market))
+    market_contract = client.contract("JobMarket", market)
+    game = first.deployment.address("game")
+    assert client.call(market_contract.functions.hasRole(client.call(market_contract.functions.DISPUTE_ROLE()), game))
 
     second = deploy_stack(client, deployer, folder=tmp_path)
     assert second.deployed == [] and second.granted == []

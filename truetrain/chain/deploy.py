@@ -36,9 +36,22 @@ class StackParams:
     accept_penalty_bps: int = 0
     auditor_collateral: int = 50 * 10**18
     auditor_penalty: int = 5 * 10**18
+    #: DisputeGame.GameConfig: each party's clock, the referees' commit and reveal windows
+    #: (blocks), the committee size, the free stake a referee needs (locked while it votes)
+    #: and what a referee voting against the outcome or not revealing loses (wei).
+    dispute_clock_blocks: int = 30
+    commit_window_blocks: int = 30
+    reveal_window_blocks: int = 30
+    committee_size: int = 3
+    referee_stake: int = 50 * 10**18
+    referee_penalty: int = 5 * 10**18
 
     def market_config(self) -> tuple:
         return (self.timeout_penalty_bps, self.accept_penalty_bps, self.auditor_collateral, self.auditor_penalty)
+
+    def game_config(self) -> tuple:
+        return (self.dispute_clock_blocks, self.commit_window_blocks, self.reveal_window_blocks, self.committee_size,
+                self.referee_stake, self.referee_penalty)
 
 
 @dataclass(frozen=True)
@@ -61,14 +74,19 @@ STEPS: list[Step] = [
     Step("stake", "StakeManager", lambda d, p: (d["token"], p.unbonding_delay_blocks)),
     Step("pool", "WorkerPool", lambda d, p: (d["registry"], d["stake"], p.liveness_window_blocks, p.region_boost)),
     Step("market", "JobMarket", lambda d, p: (d["token"], d["registry"], d["stake"], d["pool"], p.market_config())),
+    Step("game", "DisputeGame", lambda d, p: (d["market"], d["pool"], d["stake"], d["registry"], p.game_config())),
 ]
-#: The pool locks collateral and records history for draws; the market for task outcomes.
+#: The pool locks collateral and records history for draws; the market for task outcomes;
+#: the dispute game locks bonds, slashes, records dispute history and resolves disputed tasks.
 GRANTS: list[Grant] = [
     Grant("stake", "MARKET_ROLE", "pool"),
     Grant("registry", "RECORDER_ROLE", "pool"),
     Grant("stake", "MARKET_ROLE", "market"),
     Grant("registry", "RECORDER_ROLE", "market"),
     Grant("pool", "MARKET_ROLE", "market"),
+    Grant("stake", "MARKET_ROLE", "game"),
+    Grant("registry", "RECORDER_ROLE", "game"),
+    Grant("market", "DISPUTE_ROLE", "game"),
 ]
 
 

@@ -27,9 +27,10 @@ from truetrain.daemon.faults import Faults
 from truetrain.daemon.keeper import Keeper
 from truetrain.daemon.metrics import Metrics
 from truetrain.daemon.settings import DaemonSettings
+from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
 from truetrain.errors import ContractRevert, TruetrainError
 from truetrain.hardware import detect
-from truetrain.market import MarketReader
+from truetrain.market import MarketReader, ResultBundle, TaskStatus
 from truetrain.storage import StorageClient, StorageSettings
 
 log = logging.getLogger("truetrain.daemon")
@@ -39,8 +40,10 @@ MARKET_EVENTS = (
     "JobCreated", "TaskDrawn", "TaskAccepted", "ResultCommitted", "AuditorDrawn", "AuditWaived",
     "AuditCommitted", "ResultRevealed", "AuditRevealed", "ChallengeWindowOpened", "TaskDisputed",
     "DisputeResolved", "TaskFinalized", "TaskTimedOut", "TaskRequeued", "TaskClosed", "RoundAdvanced",
-    "JobCompleted", "JobCancelled", "JobExpired",
+    "JobCompleted", "JobCancelled", "JobExpired", "TaskChallenged",
 )
+#: Every DisputeGame event a daemon reacts to.
+GAME_EVENTS = ("DisputeOpened", "RefereesDrawn", "DisputeSettled")
 #: A task whose step failed this many times with a non-retryable error is given up on.
 MAX_ATTEMPTS = 5
 GAS_CEILING = 5_000_000
@@ -83,6 +86,8 @@ class Daemon:
         self.store = StorageClient(StorageSettings(api_addr=self.settings.ipfs_api))
         self.store.id()  # fail now, in one line, if no IPFS node answers
         self.reader = MarketReader(self.contracts, self.store)
+        self.game = self.contracts.game
+        self.disputes = GameDriver(self.game, client.w3, self.address, self.send)
 
     def send(self, name: str, call, *, random_path: bool = False):
         """Send one transaction (after a SIGTERM: none, :class:`Stopping` instead).
@@ -151,6 +156,32 @@ class Daemon:
             self.send("withdraw", self.market.functions.withdraw())
             self.metrics.withdrawn.inc(credits)
             log.info("withdrew earnings", extra={"wei": credits})
+
+    # --- disputes both roles take part in ------------------------------------------------
+
+    def game_view(self, game_id: int) -> GameView:
+        return GameView.read(self.game, game_id)
+
+    def published_trace(self, task_id: int) -> Trace:
+        """The checkpoint hashes and CIDs of the task's revealed result bundle, checked against
+        its revealed root (this fails when the bundle is not retrievable)."""
+        bundle = self.reader.result(task_id)
+        return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+
+    def bundle_trace(self, cid: str, root: bytes) -> Trace:
+        """The hashes and CIDs of a result bundle this daemon published, checked against ``root``."""
+        bundle = ResultBundle.from_bytes(self.reader.fetch_bundle(cid), root)
+        return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+
+    def open_audit_game(self, entry, _party: str) -> None:
+        """An audit of a task of ours mismatched: open its dispute game unless someone did."""
+        task = self.reader.task(entry.task_id)
+        game_id = self.game.functions.gameOfTask(entry.task_id).call()
+        open_game = game_id != 0 and self.game_view(game_id).status != GameStatus.RESOLVED
+        if task.status != TaskStatus.DISPUTED or open_game:
+            self.book.close_entry(entry.task_id, entry.kind, "done", f"game {game_id}")
+            return
+        self.send("openAuditDispute", self.game.functions.openAuditDispute(entry.task_id))
 
     # --- the role's part ----------------------------------------------------------------
 
@@ -223,7 +254,8 @@ class Daemon:
         self.ensure_identity()
         self.ensure_stake()
         self.follower = EventFollower(
-            self.client, [Subscription("market", self.market, MARKET_EVENTS)], self._dispatch,
+            self.client, [Subscription("market", self.market, MARKET_EVENTS),
+                          Subscription("game", self.game, GAME_EVENTS)], self._dispatch,
             self.state_dir / "cursor.sqlite",
             FollowerSettings(poll_interval_s=self.settings.poll_interval_s, confirmations=self.settings.confirmations),
         )

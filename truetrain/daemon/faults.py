@@ -1,9 +1,17 @@
-"""A deliberately faulty daemon, for the fault tests: off unless ``TRUETRAIN_FAULT`` is set.
+"""Deliberately faulty daemons, for the fault and adversarial tests: off unless
+``TRUETRAIN_FAULT`` is set. Each fault is named, so a test (and a log reader) can tell a
+cheater from a bug. ``TRUETRAIN_FAULT`` holds one or more comma-separated faults:
 
-``TRUETRAIN_FAULT=hang-after:<function>`` makes the daemon hang for good right after its
-first transaction calling ``<function>`` was mined (it logs ``fault: hanging after …``), so
-a test can ``kill -9`` it at a known point of a task's life: after ``acceptTask`` (mid
-training), after ``commitResult`` (committed, not revealed), after ``commitAudit``.
+* ``hang-after:<function>`` — hang for good right after the first transaction calling
+  ``<function>`` was mined (logs ``fault: hanging after …``), so a test can ``kill -9`` the
+  daemon at a known point of a task's life;
+* worker cheats (``truetrain.market.faulty`` computes them): ``perturb-step:<step>`` trains
+  honestly but perturbs the model at checkpoint step ``<step>``; ``lazy`` returns its start
+  checkpoint as every checkpoint; ``wrong-start`` trains from a wrong checkpoint 0;
+  ``withhold`` publishes nothing it commits to (its CIDs resolve nowhere);
+* dispute behaviour: ``stall-dispute`` never moves in a dispute game (loses on its clock);
+* verifier cheats: ``false-challenge`` challenges every sampled result with a wrong root;
+  ``lying-referee`` votes for the wrong side; ``silent-referee`` never votes.
 """
 
 from __future__ import annotations
@@ -17,19 +25,51 @@ from truetrain.errors import ConfigError
 log = logging.getLogger("truetrain.fault")
 ENV = "TRUETRAIN_FAULT"
 
+#: Fault name → whether it takes an argument.
+KNOWN = {
+    "hang-after": True, "perturb-step": True, "lazy": False, "wrong-start": False, "withhold": False,
+    "stall-dispute": False, "false-challenge": False, "lying-referee": False, "silent-referee": False,
+}
+#: Faults that change the result a worker computes (at most one of them at a time).
+CHEATS = ("perturb-step", "lazy", "wrong-start")
+
 
 class Faults:
     def __init__(self, spec: str | None):
-        self.hang_after: str | None = None
-        if spec:
-            kind, _, function = spec.partition(":")
-            if kind != "hang-after" or not function:
-                raise ConfigError(f"{ENV} must be hang-after:<function>, got {spec!r}")
-            self.hang_after = function
+        self._faults: dict[str, str | None] = {}
+        for part in filter(None, (p.strip() for p in (spec or "").split(","))):
+            kind, sep, arg = part.partition(":")
+            if kind not in KNOWN:
+                raise ConfigError(f"{ENV}: unknown fault {kind!r} (known: {', '.join(sorted(KNOWN))})")
+            if KNOWN[kind] != bool(arg) or (sep and not arg):
+                form = f"{kind}:<value>" if KNOWN[kind] else kind
+                raise ConfigError(f"{ENV}: {part!r} must be written {form}")
+            self._faults[kind] = arg or None
+        cheats = [k for k in CHEATS if k in self._faults]
+        if len(cheats) > 1:
+            raise ConfigError(f"{ENV}: at most one of {', '.join(CHEATS)} at a time, got {', '.join(cheats)}")
+        step = self._faults.get("perturb-step")
+        if step is not None and not step.isdigit():
+            raise ConfigError(f"{ENV}: perturb-step takes a step number, got {step!r}")
 
     @classmethod
     def from_env(cls) -> Faults:
         return cls(os.environ.get(ENV))
+
+    def __contains__(self, kind: str) -> bool:
+        return kind in self._faults
+
+    def arg(self, kind: str) -> str | None:
+        return self._faults.get(kind)
+
+    @property
+    def hang_after(self) -> str | None:
+        return self._faults.get("hang-after")
+
+    @property
+    def cheat(self) -> str | None:
+        """The result-changing fault in force, if any."""
+        return next((k for k in CHEATS if k in self._faults), None)
 
     def after_send(self, function: str) -> None:
         if function == self.hang_after:

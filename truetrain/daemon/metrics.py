@@ -29,6 +29,8 @@ class Metrics:
         self.gpu_memory_used = Gauge("truetrain_gpu_memory_used_mib", "GPU memory in use (pynvml)", registry=r)
         self.audits = Counter("truetrain_audits_total", "Replays by outcome (match, mismatch)", ["kind", "outcome"],
                               registry=r)
+        self.disputes = Counter("truetrain_disputes_total", "Dispute games ended, by outcome for this daemon (won, lost)",
+                                ["outcome"], registry=r)
         self.withdrawn = Counter("truetrain_withdrawn_wei_total", "Earnings withdrawn from the market", registry=r)
         self.block = Gauge("truetrain_chain_block", "Latest block this daemon saw", registry=r)
         self.errors = Counter("truetrain_errors_total", "Failures logged and survived, by type", ["type"], registry=r)

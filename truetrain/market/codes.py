@@ -30,7 +30,7 @@ class TaskStatus(IntEnum):
 
 
 #: Task.flags bits.
-FLAG_AUDIT_COMMITTED, FLAG_AUDIT_REVEALED = 1, 2
+FLAG_AUDIT_COMMITTED, FLAG_AUDIT_REVEALED, FLAG_CHALLENGED = 1, 2, 4
 
 
 def encode_task_id(job_id: int, round_index: int, index: int) -> int:

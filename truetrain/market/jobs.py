@@ -37,7 +37,8 @@ class JobTerms:
                 len(manifest.shards), manifest.rounds, self.reward_per_task, self.audit_fee, self.worker_collateral,
                 self.accept_window, self.compute_window, self.reveal_window, self.challenge_window,
                 self.device_class, self.memory_mib, self.preferred_region, self.audit_rate_bps,
-                manifest.steps_per_task * manifest.batch_size, block + self.expiry_blocks)
+                manifest.steps_per_task * manifest.batch_size, block + self.expiry_blocks,
+                manifest.checkpoint_leaves)
 
 
 def create_job(contracts, account, manifest: Manifest, manifest_cid: str, terms: JobTerms) -> tuple[int, int]:

@@ -43,6 +43,7 @@ class JobView:
     manifest_hash: bytes
     checkpoint_hash: bytes
     checkpoint_cid: str
+    checkpoint_leaves: int
 
     @classmethod
     def read(cls, market, job_id: int) -> JobView:
@@ -53,7 +54,7 @@ class JobView:
                    raw["auditRateBps"], raw["deviceClass"], raw["memoryMiB"], raw["currentRound"],
                    raw["nextIndex"], raw["finalizedInRound"], raw["pendingCount"], raw["escrow"],
                    raw["surplus"], bytes(raw["manifestHash"]), bytes(raw["checkpointHash"]),
-                   raw["checkpointCid"])
+                   raw["checkpointCid"], raw["checkpointLeaves"])
 
     @property
     def exists(self) -> bool:

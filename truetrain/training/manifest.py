@@ -24,6 +24,9 @@ _TOP = {"version", "name", "seed", "numeric_mode", "model", "optimizer", "batch_
 _OPTIONAL_TOP = {"initial_checkpoint"}
 
 
+#: The market stores a task's checkpoint count in 16 bits (JobParams.checkpointLeaves).
+MAX_CHECKPOINT_LEAVES = 65_535
+
 @dataclass(frozen=True)
 class DataRef:
     """Content stored on IPFS: its CID, keccak256 of its bytes, and (for data) samples."""
@@ -54,6 +57,11 @@ class Manifest:
     @property
     def repro(self) -> bool:
         return self.numeric_mode == "repro"
+
+    @property
+    def checkpoint_leaves(self) -> int:
+        """Checkpoints a training task commits to: steps 0, I, 2I, ..., K."""
+        return self.steps_per_task // self.checkpoint_interval + 1
 
     def to_bytes(self) -> bytes:
         """Canonical JSON: sorted keys, no spaces, UTF-8."""
@@ -157,6 +165,9 @@ def validate_manifest(raw) -> Manifest:
     if steps % interval:
         raise ManifestError(f"checkpoint_interval: {interval} does not divide "
                             f"steps_per_task {steps}")
+    if steps // interval + 1 > MAX_CHECKPOINT_LEAVES:
+        raise ManifestError(f"checkpoint_interval: {steps // interval + 1} checkpoints per task, "
+                            f"more than the {MAX_CHECKPOINT_LEAVES} a job can commit to on chain")
     rounds = _int(raw["rounds"], "rounds", 1)
     shards = raw["shards"]
     if not isinstance(shards, list) or not shards:

@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IDisputeGame} from "./interfaces/IDisputeGame.sol";
+import {IJobMarket} from "./interfaces/IJobMarket.sol";
+import {IWorkerPool} from "./interfaces/IWorkerPool.sol";
+import {IStakeManager} from "./interfaces/IStakeManager.sol";
+import {IIdentityRegistry} from "./interfaces/IIdentityRegistry.sol";
+import {MerkleCommitment} from "./libraries/MerkleCommitment.sol";
+import {Bisection} from "./libraries/Bisection.sol";
+import {Committee} from "./libraries/Committee.sol";
+
+/// @title DisputeGame
+/// @notice Challenges, bisection with chess clocks, referee committees and settlement; see
+/// IDisputeGame for the protocol. Interval arithmetic lives in Bisection, vote rules in
+/// Committee, proofs in MerkleCommitment. Holds no tokens.
+/// @dev Needs DISPUTE_ROLE on JobMarket, MARKET_ROLE on StakeManager and RECORDER_ROLE on
+/// IdentityRegistry.
+contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
+    /// @inheritdoc IDisputeGame
+    uint8 public constant MAX_COMMITTEE = 9;
+    /// @inheritdoc IDisputeGame
+    uint8 public constant MAX_REDRAWS = 2;
+    /// @notice Sortition samples per seat before a committee is seated short.
+    uint256 public constant DRAWS_PER_SEAT = 4;
+
+    IJobMarket public immutable market;
+    IWorkerPool public immutable pool;
+    IStakeManager public immutable stakeManager;
+    IIdentityRegistry public immutable registry;
+    uint64 public immutable clockBlocks;
+    uint32 public immutable commitWindow;
+    uint32 public immutable revealWindow;
+    uint8 public immutable committeeSize;
+    uint96 public immutable refereeStake;
+    uint96 public immutable refereePenalty;
+
+    /// @inheritdoc IDisputeGame
+    uint256 public gameCount;
+    mapping(uint256 gameId => Game) private _games;
+    /// @inheritdoc IDisputeGame
+    mapping(uint256 taskId => uint256 gameId) public gameOfTask;
+    /// @dev Seats keyed by (committee << 8 | index).
+    mapping(uint256 gameId => mapping(uint256 key => Seat)) private _seats;
+
+    /// @param config clocks, windows, committee size and referee stake (see GameConfig)
+    constructor(
+        IJobMarket market_,
+        IWorkerPool pool_,
+        IStakeManager stakeManager_,
+        IIdentityRegistry registry_,
+        GameConfig memory config
+    ) {
+        if (
+            config.clockBlocks == 0 || config.commitWindow == 0 || config.revealWindow == 0
+                || config.committeeSize == 0 || config.committeeSize % 2 == 0 || config.committeeSize > MAX_COMMITTEE
+                || config.refereePenalty > config.refereeStake
+        ) revert DisputeInvalidConfig();
+        market = market_;
+        pool = pool_;
+        stakeManager = stakeManager_;
+        registry = registry_;
+        clockBlocks = config.clockBlocks;
+        commitWindow = config.commitWindow;
+        revealWindow = config.revealWindow;
+        committeeSize = config.committeeSize;
+        refereeStake = config.refereeStake;
+        refereePenalty = config.refereePenalty;
+    }
+
+    // ================================================================ parties
+
+    /// @inheritdoc IDisputeGame
+    function challenge(uint256 taskId, bytes32 root, Claim[] calldata claims)
+        external
+        nonReentrant
+        returns (uint256 gameId)
+    {
+        _requireNoGame(taskId);
+        IJobMarket.DisputeTerms memory d = market.disputeTerms(taskId);
+        if (msg.sender == d.worker) revert DisputeSelfChallenge(taskId);
+        if (root == d.root) revert DisputeSameRoot(taskId);
+        gameId = _open(taskId, d, msg.sender, root, d.collateral, false);
+        // Refuses a task outside its challenge window (TaskNotInChallengeWindow / TaskDeadlinePassed).
+        market.openChallenge(taskId, msg.sender);
+        stakeManager.lockCollateral(msg.sender, d.collateral);
+        if (_games[gameId].status == GameStatus.Bisecting) _move(_games[gameId], gameId, claims);
+        else if (claims.length != 0) revert DisputeWrongClaimCount(gameId, claims.length, 0);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function openAuditDispute(uint256 taskId) external returns (uint256 gameId) {
+        _requireNoGame(taskId);
+        IJobMarket.DisputeTerms memory d = market.disputeTerms(taskId);
+        if (d.status != IJobMarket.TaskStatus.Disputed || d.challenged) revert DisputeNotAuditMismatch(taskId);
+        gameId = _open(taskId, d, d.auditor, d.auditRoot, d.auditorCollateral, true);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function move(uint256 gameId, Claim[] calldata claims) external nonReentrant {
+        Game storage g = _game(gameId);
+        _requireStatus(g, gameId, GameStatus.Bisecting);
+        if (msg.sender != _partyOnTurn(g)) revert DisputeNotYourTurn(gameId, msg.sender);
+        _move(g, gameId, claims);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function timeout(uint256 gameId) external nonReentrant {
+        Game storage g = _game(gameId);
+        if (g.status == GameStatus.Bisecting) {
+            uint64 expiry = g.lastMoveBlock + (g.turn == Party.Worker ? g.workerClock : g.challengerClock);
+            if (block.number <= expiry) revert DisputeClockRunning(gameId, expiry);
+            address late = _partyOnTurn(g);
+            emit ClockExpired(gameId, late);
+            _settle(g, gameId, late != g.worker);
+        } else if (g.status == GameStatus.Committing) {
+            if (block.number <= g.deadline) revert DisputeDeadlineNotPassed(gameId, g.deadline);
+            _openReveals(g, gameId);
+        } else {
+            revert DisputeWrongStatus(gameId, g.status);
+        }
+    }
+
+    // ================================================================ referees
+
+    /// @inheritdoc IDisputeGame
+    function drawReferees(uint256 gameId) external {
+        Game storage g = _game(gameId);
+        _requireStatus(g, gameId, GameStatus.AwaitingReferees);
+        uint256 size = committeeSize;
+        address[] memory drawn = new address[](size);
+        uint256 found;
+        uint8 committee = g.committee + 1;
+        IWorkerPool.Requirements memory req = IWorkerPool.Requirements(0, 0, 0, refereeStake, g.worker);
+        // Bounded: at most DRAWS_PER_SEAT samples per seat, each O(log n) in the pool.
+        for (uint256 attempt = 0; attempt < size * DRAWS_PER_SEAT && found < size; ++attempt) {
+            address referee =
+                pool.sample(keccak256(abi.encode(block.prevrandao, gameId, committee, attempt)), req, true);
+            if (referee == address(0)) break;
+            if (referee == g.challenger || _contains(drawn, found, referee)) continue;
+            drawn[found++] = referee;
+        }
+        found = Committee.oddSize(found);
+        if (found == 0) revert DisputeNoReferees(gameId);
+        assembly ("memory-safe") {
+            mstore(drawn, found)
+        }
+        for (uint256 i = 0; i < found; ++i) {
+            _seats[gameId][_key(committee, i)].referee = drawn[i];
+            // A referee's stake at risk is locked until the vote is judged.
+            stakeManager.lockCollateral(drawn[i], refereeStake);
+        }
+        uint64 deadline = uint64(block.number) + commitWindow;
+        g.committee = committee;
+        g.seats = uint8(found);
+        g.committed = 0;
+        g.revealed = 0;
+        g.votesWorker = 0;
+        g.votesChallenger = 0;
+        g.votesNeither = 0;
+        g.status = GameStatus.Committing;
+        g.deadline = deadline;
+        emit RefereesDrawn(gameId, committee, drawn, deadline);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function commitVote(uint256 gameId, uint256 seat, bytes32 commitment) external {
+        Game storage g = _game(gameId);
+        _requireStatus(g, gameId, GameStatus.Committing);
+        if (block.number > g.deadline) revert DisputeDeadlinePassed(gameId, g.deadline);
+        Seat storage s = _seat(g, gameId, seat);
+        if (s.commitment != 0) revert DisputeAlreadyVoted(gameId, msg.sender);
+        if (commitment == 0) revert DisputeVoteMismatch(gameId, msg.sender);
+        s.commitment = commitment;
+        uint8 committed = g.committed + 1;
+        g.committed = committed;
+        emit VoteCommitted(gameId, msg.sender);
+        if (committed == g.seats) _openReveals(g, gameId);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function revealVote(uint256 gameId, uint256 seat, Vote vote, bytes32 salt) external {
+        Game storage g = _game(gameId);
+        _requireStatus(g, gameId, GameStatus.Revealing);
+        if (block.number > g.deadline) revert DisputeDeadlinePassed(gameId, g.deadline);
+        Seat storage s = _seat(g, gameId, seat);
+        if (s.commitment == 0 || s.vote != Vote.None) revert DisputeAlreadyVoted(gameId, msg.sender);
+        uint8 v = uint8(vote);
+        if (!Committee.valid(v)) revert DisputeInvalidVote(gameId, v);
+        if (Committee.commitment(gameId, v, salt, msg.sender) != s.commitment) {
+            revert DisputeVoteMismatch(gameId, msg.sender);
+        }
+        s.vote = vote;
+        g.revealed += 1;
+        if (v == Committee.VOTE_WORKER) g.votesWorker += 1;
+        else if (v == Committee.VOTE_CHALLENGER) g.votesChallenger += 1;
+        else g.votesNeither += 1;
+        emit VoteRevealed(gameId, msg.sender, vote);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function resolve(uint256 gameId) external nonReentrant {
+        Game storage g = _game(gameId);
+        _requireStatus(g, gameId, GameStatus.Revealing);
+        if (g.revealed < g.committed && block.number <= g.deadline) revert DisputeDeadlineNotPassed(gameId, g.deadline);
+        if (g.revealed != 0) {
+            _settle(g, gameId, Committee.workerWins(g.votesWorker, g.revealed));
+            return;
+        }
+        // Nobody revealed: every seat pays for it, and a new committee is due (the result
+        // stands by default once MAX_REDRAWS committees failed).
+        uint8 committee = g.committee;
+        emit CommitteeFailed(gameId, committee);
+        _judgeReferees(g, gameId, true, g.worker);
+        g.seats = 0;
+        if (committee > MAX_REDRAWS) _settle(g, gameId, true);
+        else g.status = GameStatus.AwaitingReferees;
+    }
+
+    // ================================================================ views
+
+    /// @inheritdoc IDisputeGame
+    function gameOf(uint256 gameId) external view returns (Game memory) {
+        return _games[gameId];
+    }
+
+    /// @inheritdoc IDisputeGame
+    function committeeOf(uint256 gameId) external view returns (Seat[] memory seats) {
+        Game storage g = _games[gameId];
+        seats = new Seat[](g.seats);
+        for (uint256 i = 0; i < seats.length; ++i) {
+            seats[i] = _seats[gameId][_key(g.committee, i)];
+        }
+    }
+
+    /// @inheritdoc IDisputeGame
+    function movesFor(uint16 leaves) external pure returns (uint256) {
+        return Bisection.moves(leaves);
+    }
+
+    // ================================================================ internals
+
+    function _requireNoGame(uint256 taskId) private view {
+        uint256 existing = gameOfTask[taskId];
+        // INVARIANT: one game per task at a time.
+        if (existing != 0 && _games[existing].status != GameStatus.Resolved) revert DisputeAlreadyOpen(taskId, existing);
+    }
+
+    function _game(uint256 gameId) private view returns (Game storage g) {
+        g = _games[gameId];
+        if (g.status == GameStatus.None) revert DisputeNotFound(gameId);
+    }
+
+    function _requireStatus(Game storage g, uint256 gameId, GameStatus status) private view {
+        if (g.status != status) revert DisputeWrongStatus(gameId, g.status);
+    }
+
+    function _partyOnTurn(Game storage g) private view returns (address) {
+        return g.turn == Party.Worker ? g.worker : g.challenger;
+    }
+
+    function _open(
+        uint256 taskId,
+        IJobMarket.DisputeTerms memory d,
+        address challenger,
+        bytes32 root,
+        uint96 bond,
+        bool audit
+    ) private returns (uint256 gameId) {
+        gameId = ++gameCount;
+        gameOfTask[taskId] = gameId;
+        Game storage g = _games[gameId];
+        g.taskId = taskId;
+        g.worker = d.worker;
+        g.challenger = challenger;
+        g.audit = audit;
+        g.workerRoot = d.root;
+        g.challengerRoot = root;
+        g.workerStake = d.collateral;
+        g.challengerStake = bond;
+        g.workerClock = clockBlocks;
+        g.challengerClock = clockBlocks;
+        g.lastMoveBlock = uint64(block.number);
+        g.hi = 1;
+        if (d.aggregation) {
+            // One hash, the root itself: no bisection, the referees recompute the aggregation.
+            g.leaves = 1;
+            emit DisputeOpened(gameId, taskId, challenger, d.worker, d.root, root, 1, bond, audit);
+            _endBisection(g, gameId);
+            return gameId;
+        }
+        g.leaves = d.leaves;
+        g.hi = d.leaves;
+        g.status = GameStatus.Bisecting;
+        g.turn = Party.Challenger;
+        emit DisputeOpened(gameId, taskId, challenger, d.worker, d.root, root, d.leaves, bond, audit);
+    }
+
+    /// @dev The claims a move has checked so far, with what checks the next one.
+    struct MoveCursor {
+        bool byWorker;
+        bytes32 root;
+        uint256 depth;
+        uint256 used;
+        uint16[] positions;
+    }
+
+    /// @dev One move of the party on turn: its result claim on its first move, the answer
+    /// at the pending midpoint, the claim at the next midpoint (see IDisputeGame).
+    function _move(Game storage g, uint256 gameId, Claim[] calldata claims) private {
+        MoveCursor memory m;
+        m.byWorker = g.turn == Party.Worker;
+        uint64 clock = _spendClock(g, gameId, m.byWorker);
+        m.root = m.byWorker ? g.workerRoot : g.challengerRoot;
+        m.depth = Bisection.depth(g.leaves);
+        m.positions = new uint16[](claims.length);
+        if (g.moves < 2) {
+            // The mover's first move: its hash at the result.
+            bytes32 end = _take(gameId, claims, m, g.leaves);
+            if (m.byWorker && end == g.challengerHash) {
+                // The challenged result is the challenger's own: the result stands.
+                _finishMove(g, gameId, claims, m, clock);
+                _settle(g, gameId, true);
+                return;
+            }
+            if (!m.byWorker) g.challengerHash = end;
+            // The worker's first move also answers the opening's midpoint claim.
+            if (g.moves == 1 && Bisection.open(g.lo, g.hi)) _answer(g, gameId, claims, m);
+        } else {
+            _answer(g, gameId, claims, m);
+        }
+        g.moves += 1;
+        if (Bisection.open(g.lo, g.hi)) {
+            g.pending = _take(gameId, claims, m, Bisection.midpoint(g.lo, g.hi));
+            g.turn = m.byWorker ? Party.Challenger : Party.Worker;
+        } else if (g.moves == 1) {
+            // A one-leaf task: the opening claimed the result alone; the worker claims next.
+            g.turn = Party.Worker;
+        }
+        _finishMove(g, gameId, claims, m, clock);
+        if (g.moves > 1 && !Bisection.open(g.lo, g.hi)) _endBisection(g, gameId);
+    }
+
+    /// @dev Charge the mover's clock for the blocks since the last move; its time left.
+    function _spendClock(Game storage g, uint256 gameId, bool byWorker) private returns (uint64 clock) {
+        uint64 last = g.lastMoveBlock;
+        uint64 elapsed = uint64(block.number) - last;
+        clock = byWorker ? g.workerClock : g.challengerClock;
+        if (elapsed > clock) revert DisputeClockExpired(gameId, last + clock);
+        clock -= elapsed;
+        if (byWorker) g.workerClock = clock;
+        else g.challengerClock = clock;
+        g.lastMoveBlock = uint64(block.number);
+    }
+
+    /// @dev The mover's hash at the pending midpoint: agreement moves lo up, disagreement
+    /// moves hi down (both claims are in the move logs).
+    function _answer(Game storage g, uint256 gameId, Claim[] calldata claims, MoveCursor memory m) private {
+        (uint16 lo, uint16 hi) = (g.lo, g.hi);
+        uint16 at = Bisection.midpoint(lo, hi);
+        bytes32 answer = _take(gameId, claims, m, at);
+        (g.lo, g.hi) = Bisection.narrow(lo, hi, at, answer == g.pending);
+    }
+
+    /// @dev The next claim of the move, checked against the mover's root at `position`.
+    function _take(uint256 gameId, Claim[] calldata claims, MoveCursor memory m, uint16 position)
+        private
+        pure
+        returns (bytes32 hash)
+    {
+        uint256 i = m.used;
+        if (i >= claims.length) revert DisputeWrongClaimCount(gameId, claims.length, i + 1);
+        Claim calldata c = claims[i];
+        hash = c.hash;
+        // INVARIANT: every claimed hash is bound to the mover's own root at its position.
+        if (c.proof.length != m.depth || !MerkleCommitment.verify(m.root, position - 1, hash, c.proof)) {
+            revert DisputeProofInvalid(gameId, position, hash);
+        }
+        m.positions[i] = position;
+        m.used = i + 1;
+    }
+
+    function _finishMove(Game storage g, uint256 gameId, Claim[] calldata claims, MoveCursor memory m, uint64 clock)
+        private
+    {
+        if (claims.length != m.used) revert DisputeWrongClaimCount(gameId, claims.length, m.used);
+        bytes32[] memory hashes = new bytes32[](claims.length);
+        string[] memory cids = new string[](claims.length);
+        for (uint256 i = 0; i < claims.length; ++i) {
+            hashes[i] = claims[i].hash;
+            cids[i] = claims[i].cid;
+        }
+        emit DisputeBisected(gameId, msg.sender, m.positions, hashes, cids, g.lo, g.hi, clock);
+    }
+
+    function _endBisection(Game storage g, uint256 gameId) private {
+        g.status = GameStatus.AwaitingReferees;
+        g.turn = Party.None;
+        emit BisectionEnded(gameId, g.lo, g.hi);
+    }
+
+    function _openReveals(Game storage g, uint256 gameId) private {
+        uint64 deadline = uint64(block.number) + revealWindow;
+        g.status = GameStatus.Revealing;
+        g.deadline = deadline;
+        emit RevealPhaseOpened(gameId, deadline);
+    }
+
+    /// @dev The caller's seat `seat` on the current committee.
+    function _seat(Game storage g, uint256 gameId, uint256 seat) private view returns (Seat storage s) {
+        s = _seats[gameId][_key(g.committee, seat)];
+        if (seat >= g.seats || s.referee != msg.sender) revert DisputeNotReferee(gameId, seat, msg.sender);
+    }
+
+    function _key(uint8 committee, uint256 index) private pure returns (uint256) {
+        return uint256(committee) << 8 | index;
+    }
+
+    function _contains(address[] memory list, uint256 count, address who) private pure returns (bool) {
+        for (uint256 i = 0; i < count; ++i) {
+            if (list[i] == who) return true;
+        }
+        return false;
+    }
+
+    /// @dev Penalise the current committee's referees that did not side with the outcome
+    /// (`beneficiary` is credited), release every referee's stake; returns the majority.
+    function _judgeReferees(Game storage g, uint256 gameId, bool workerWon, address beneficiary)
+        private
+        returns (address[] memory majority)
+    {
+        uint256 seats = g.seats;
+        uint8 committee = g.committee;
+        majority = new address[](seats);
+        uint256 count;
+        for (uint256 i = 0; i < seats; ++i) {
+            Seat storage seat = _seats[gameId][_key(committee, i)];
+            address referee = seat.referee;
+            uint8 vote = uint8(seat.vote);
+            if (vote != 0 && Committee.withOutcome(vote, workerWon)) {
+                majority[count++] = referee;
+                _unlock(referee, refereeStake);
+                continue;
+            }
+            // The penalty comes out of the referee's locked stake first, then the rest is released.
+            uint256 taken = refereePenalty == 0 ? 0 : stakeManager.penalize(referee, refereePenalty, beneficiary);
+            _unlock(referee, refereeStake - taken);
+            emit RefereePenalized(gameId, referee, taken, vote != 0);
+            if (vote == 0) registry.recordTimeout(referee);
+            else registry.recordTaskFailed(referee);
+        }
+        assembly ("memory-safe") {
+            mstore(majority, count)
+        }
+    }
+
+    /// @dev End the game: slash the loser (split with the majority referees), release the
+    /// winner's stake where the task no longer holds it, record history, move the task on.
+    function _settle(Game storage g, uint256 gameId, bool workerWon) private {
+        g.status = GameStatus.Resolved;
+        g.workerWon = workerWon;
+        g.turn = Party.None;
+        (address winner, address loser) = workerWon ? (g.worker, g.challenger) : (g.challenger, g.worker);
+        uint256 slashed = _slashLoser(g, gameId, workerWon, winner, loser);
+        _recordParties(g, workerWon, slashed);
+        emit DisputeSettled(gameId, g.taskId, workerWon, winner, loser, slashed);
+        market.resolveDispute(g.taskId, workerWon);
+    }
+
+    function _slashLoser(Game storage g, uint256 gameId, bool workerWon, address winner, address loser)
+        private
+        returns (uint256 slashed)
+    {
+        address[] memory majority = g.seats != 0 ? _judgeReferees(g, gameId, workerWon, winner) : new address[](0);
+        slashed = stakeManager.slash(loser, workerWon ? g.challengerStake : g.workerStake, winner, majority);
+        // A worker that won a challenge keeps its collateral locked: the task goes back to
+        // its challenge window and JobMarket releases it at finalization.
+        if (!workerWon) _unlock(g.challenger, g.challengerStake);
+        else if (g.audit) _unlock(g.worker, g.workerStake);
+    }
+
+    function _recordParties(Game storage g, bool workerWon, uint256 slashed) private {
+        registry.recordDispute(g.worker, workerWon, workerWon ? 0 : uint128(slashed));
+        address challenger = g.challenger;
+        if (registry.isRegistered(challenger)) {
+            registry.recordDispute(challenger, !workerWon, workerWon ? uint128(slashed) : 0);
+        }
+    }
+
+    /// @dev Unlock up to `amount` of `account`'s locked stake (other slashes may have taken part of it).
+    function _unlock(address account, uint256 amount) private {
+        uint256 locked = stakeManager.stakeOf(account).locked;
+        if (amount > locked) amount = locked;
+        if (amount != 0) stakeManager.unlockCollateral(account, amount);
+    }
+}

@@ -1,0 +1,120 @@
+"""``truetrain challenge``: dispute a revealed result with a bond.
+
+The command replays the task from its verified inputs (the same manifest, shard and start
+checkpoint the worker used), publishes the replay's checkpoints to IPFS so referees can
+fetch them, and opens a dispute game with the replay's root, locking a bond equal to the
+task's worker collateral from your free stake. Everything it can check it checks before it
+sends anything: the task is in its challenge window, on a ``repro`` job, not already under
+dispute; your free stake covers the bond; your replay disagrees with the revealed root (and
+equals ``--root`` when given). With ``--follow`` it then plays your side of the game until
+the game is resolved (otherwise run ``truetrain verifier run`` with the same account).
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from truetrain.cli_options import Refused, emit, format_tokens, json_option, session_options
+
+FOLLOW_POLL_S = 1.0
+
+
+class Hex32Type(click.ParamType):
+    """A 32-byte hex value, ``0x`` + 64 hex digits."""
+
+    name = "0xHEX32"
+
+    def convert(self, value, param, ctx):
+        text = value[2:] if isinstance(value, str) and value.startswith("0x") else ""
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError:
+            raw = b""
+        if len(raw) != 32:
+            self.fail(f"expected 0x and 64 hex digits, got {value!r}", param, ctx)
+        return raw
+
+
+def _refuse_unless_challengeable(session, task_id: int):
+    from truetrain.dispute import GameStatus, GameView
+    from truetrain.market import TaskStatus
+
+    task = session.reader.task(task_id)
+    block = session.client.w3.eth.block_number
+    if task.status != TaskStatus.CHALLENGE_WINDOW or block > task.deadline:
+        state = task.status.name.lower().replace("_", " ") if task.status != TaskStatus.NONE else "never drawn"
+        raise Refused(f"task {task_id} is not in its challenge window ({state}"
+                      f"{', window ended at block ' + str(task.deadline) if task.status == TaskStatus.CHALLENGE_WINDOW else ''})")
+    game = session.contracts.game
+    open_id = game.functions.gameOfTask(task_id).call()
+    if open_id and GameView.read(game, open_id).status != GameStatus.RESOLVED:
+        raise Refused(f"task {task_id} is already under dispute (game {open_id})")
+    if not session.reader.manifest(task.job_id).repro:
+        raise Refused(f"task {task_id} belongs to a stock-numerics job: only repro jobs can be disputed")
+    return task
+
+
+@click.command("challenge")
+@click.argument("task_id", type=click.IntRange(1))
+@click.option("--root", "expected_root", type=Hex32Type(), help="The root you expect your replay to give; "
+              "refused unless it does.")
+@click.option("--follow", is_flag=True, help="Play your side of the game until it is resolved.")
+@json_option
+@session_options(signing=True)
+def challenge(session, as_json, task_id, expected_root, follow):
+    """Challenge task TASK_ID's revealed result: replay it, bond its collateral, open the dispute game."""
+    from truetrain.dispute import opening_claims
+    from truetrain.market import compute_task, publish_result
+
+    task = _refuse_unless_challengeable(session, task_id)
+    me = session.account.address
+    if me.lower() == task.worker.lower():
+        raise Refused(f"task {task_id} is your own result: a worker may not challenge itself")
+    bond = session.reader.job(task.job_id).worker_collateral
+    free = session.contracts.stake.functions.freeStake(me).call()
+    if free < bond:
+        raise Refused(f"challenging task {task_id} bonds {format_tokens(bond)} TRAIN of free stake; {me} has "
+                      f"{format_tokens(free)} TRAIN free (stake more with `truetrain worker stake`)")
+    computed = compute_task(session.reader, task_id)
+    if expected_root is not None and computed.root != expected_root:
+        raise Refused(f"your replay of task {task_id} gives root 0x{computed.root.hex()}, not --root 0x{expected_root.hex()}")
+    if computed.root == task.result:
+        raise Refused(f"your replay of task {task_id} gives the revealed root 0x{computed.root.hex()}: nothing to challenge")
+    hashes, cids = [], []
+    if computed.training is not None:
+        manifest = session.reader.manifest(task.job_id)
+        _, bundle = publish_result(session.store, task_id, computed.training, manifest.checkpoint_interval)
+        hashes, cids = [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+    game = session.contracts.game
+    claims = [c.as_tuple() for c in opening_claims(hashes, cids)] if hashes else []
+    receipt = session.send(game.functions.challenge(task_id, computed.root, claims))
+    opened = game.events.DisputeOpened().process_receipt(receipt.raw)[0]["args"]
+    game_id = opened["gameId"]
+    result = {"task_id": task_id, "game_id": game_id, "root": "0x" + computed.root.hex(),
+              "bond_wei": bond, "tx": receipt.tx_hash}
+    if not follow:
+        emit(result, as_json, f"task {task_id} challenged: game {game_id}, your root 0x{computed.root.hex()[:12]}…, "
+                              f"bond {format_tokens(bond)} TRAIN locked (play it out with --follow or `truetrain verifier run`)")
+        return
+    if not as_json:
+        click.echo(f"task {task_id} challenged: game {game_id}; following it (Ctrl-C stops following, the game goes on)")
+    result["outcome"] = _follow(session, game_id, hashes, cids, as_json)
+    emit(result, as_json, f"game {game_id}: you {result['outcome']}")
+
+
+def _follow(session, game_id: int, hashes, cids, quiet: bool) -> str:
+    """Drive our side of the game until it is resolved; return "won" or "lost"."""
+    from truetrain.dispute import GameDriver, GameView
+
+    def send(name, call, random_path=False):
+        session.send(call)
+        if not quiet:
+            g = GameView.read(session.contracts.game, game_id)
+            click.echo(f"  {name}: game {game_id} {g.status.name.lower()}, interval ({g.lo}, {g.hi})")
+
+    driver = GameDriver(session.contracts.game, session.client.w3, session.account.address, send)
+    while (outcome := driver.step(game_id, lambda: (hashes, cids))) is None:
+        time.sleep(FOLLOW_POLL_S)
+    return outcome

@@ -1,0 +1,57 @@
+"""A referee's vote: recompute the one interval a bisection ended on.
+
+The referee replays steps k..k+I from the checkpoint both parties hold at lo (fetched from a
+CID either party claimed, checked against the agreed hash), or builds checkpoint 0 from the
+task's verified inputs when lo is the inputs, or recomputes an aggregation task whole; then
+it votes for the party whose hash at hi it got, or for neither. An agreed checkpoint nobody
+can fetch cannot be replayed: the referee votes neither (a result whose data is withheld
+does not stand).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from truetrain.errors import StorageError
+from truetrain.market import compute_task, decode_task_id
+from truetrain.training.task import task_start
+from truetrain.training.trainer import replay
+
+from .game import GameView, Vote
+from .logs import disputed
+
+log = logging.getLogger("truetrain.dispute")
+
+
+def recompute_hi(reader, game_contract, view: GameView, *, device=None) -> bytes | None:
+    """The hash the honest computation gives at the game's hi (None: the agreed checkpoint
+    could not be fetched)."""
+    job_id, round_index, index = decode_task_id(view.task_id)
+    manifest = reader.manifest(job_id)
+    if index == len(manifest.shards):
+        return compute_task(reader, view.task_id, device=device).root
+    d = disputed(game_contract, view)
+    if d.lo == 0:
+        return task_start(manifest, reader.round_start(job_id, round_index), index, round_index).hash()
+    for cid in d.agreed_cids:
+        try:
+            start = reader.fetch(cid, d.agreed)
+            break
+        except StorageError as exc:
+            log.warning("agreed checkpoint not retrievable", extra={"game": view.game_id, "cid": cid,
+                                                                     "error": str(exc)})
+    else:
+        return None
+    steps = (d.hi - d.lo) * manifest.checkpoint_interval
+    return replay(manifest, reader.shard(job_id, index), start, steps, device=device).hash()
+
+
+def referee_vote(reader, game_contract, view: GameView, *, device=None) -> Vote:
+    """The vote an honest referee casts on game ``view``."""
+    honest = recompute_hi(reader, game_contract, view, device=device)
+    d = disputed(game_contract, view)
+    if honest is not None and honest == d.worker:
+        return Vote.WORKER
+    if honest is not None and honest == d.challenger:
+        return Vote.CHALLENGER
+    return Vote.NEITHER
