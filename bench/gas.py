@@ -129,8 +129,8 @@ def dispute_gas(b: Bench, submitter: str, challenger: str, verifiers: list[str],
     seated = [seat[0] for seat in b.game.functions.committeeOf(game_id).call()]
     salt = b"\x33" * 32
     for n, referee in enumerate(seated):
-        commitment = vote_commitment(game_id, 2, salt, referee)
-        rows.append((f"commitVote {n + 1}", b.send(b.game.functions.commitVote(game_id, n, commitment), referee)))
+        sealed = vote_commitment(game_id, 2, salt, referee)
+        rows.append((f"commitVote {n + 1}", b.send(b.game.functions.commitVote(game_id, n, sealed), referee)))
     for n, referee in enumerate(seated):
         rows.append((f"revealVote {n + 1}", b.send(b.game.functions.revealVote(game_id, n, 2, salt), referee)))
     rows.append(("resolve (slash, split, records, requeue)", b.send(b.game.functions.resolve(game_id), submitter)))

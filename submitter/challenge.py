@@ -65,6 +65,8 @@ def _refuse_unless_challengeable(session, task_id: int):
 @session_options(signing=True)
 def challenge(session, as_json, task_id, expected_root, follow):
     """Challenge task TASK_ID's revealed result: replay it, bond its collateral, open the dispute game."""
+    from web3.logs import DISCARD
+
     from truetrain.dispute import opening_claims
     from truetrain.market import compute_task, publish_result
 
@@ -90,7 +92,7 @@ def challenge(session, as_json, task_id, expected_root, follow):
     game = session.contracts.game
     claims = [c.as_tuple() for c in opening_claims(hashes, cids)] if hashes else []
     receipt = session.send(game.functions.challenge(task_id, computed.root, claims))
-    opened = game.events.DisputeOpened().process_receipt(receipt.raw)[0]["args"]
+    opened = game.events.DisputeOpened().process_receipt(receipt.raw, errors=DISCARD)[0]["args"]
     game_id = opened["gameId"]
     result = {"task_id": task_id, "game_id": game_id, "root": "0x" + computed.root.hex(),
               "bond_wei": bond, "tx": receipt.tx_hash}
@@ -104,17 +106,37 @@ def challenge(session, as_json, task_id, expected_root, follow):
     emit(result, as_json, f"game {game_id}: you {result['outcome']}")
 
 
+def _describe(g, me: str) -> str:
+    """One line on where game ``g`` stands, from the challenger's side."""
+    from truetrain.dispute import GameStatus, Party
+
+    if g.status == GameStatus.BISECTING:
+        turn = "your move" if g.party(me) == g.turn else f"{g.turn.name.lower()}'s move"
+        return f"bisecting checkpoints ({g.lo}, {g.hi}) of {g.leaves}: {turn}"
+    if g.status == GameStatus.AWAITING_REFEREES:
+        return f"bisection ended on checkpoints ({g.lo}, {g.hi}): drawing referees"
+    if g.status == GameStatus.COMMITTING:
+        return f"{g.seats} referee(s) replaying the interval, committing votes until block {g.deadline}"
+    if g.status == GameStatus.REVEALING:
+        return f"referees revealing until block {g.deadline} ({g.revealed}/{g.committed} revealed)"
+    winner = "the worker" if g.worker_won else "the challenger"
+    return (f"resolved: {winner} won (votes worker {g.votes_worker}, challenger {g.votes_challenger}, "
+            f"neither {g.votes_neither})")
+
+
 def _follow(session, game_id: int, hashes, cids, quiet: bool) -> str:
-    """Drive our side of the game until it is resolved; return "won" or "lost"."""
+    """Drive our side of the game until it is resolved, printing each change; return "won" or "lost"."""
     from truetrain.dispute import GameDriver, GameView
 
-    def send(name, call, random_path=False):
-        session.send(call)
-        if not quiet:
-            g = GameView.read(session.contracts.game, game_id)
-            click.echo(f"  {name}: game {game_id} {g.status.name.lower()}, interval ({g.lo}, {g.hi})")
-
-    driver = GameDriver(session.contracts.game, session.client.w3, session.account.address, send)
-    while (outcome := driver.step(game_id, lambda: (hashes, cids))) is None:
+    game, me = session.contracts.game, session.account.address
+    driver = GameDriver(game, session.client.w3, me, lambda name, call, random_path=False: session.send(call))
+    last = None
+    while True:
+        outcome = driver.step(game_id, lambda: (hashes, cids))
+        line = _describe(GameView.read(game, game_id), me)
+        if line != last and not quiet:
+            click.echo(f"  block {session.client.w3.eth.block_number:>6}  {line}")
+        last = line
+        if outcome is not None:
+            return outcome
         time.sleep(FOLLOW_POLL_S)
-    return outcome

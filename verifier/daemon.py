@@ -131,9 +131,15 @@ class VerifierDaemon(Daemon):
         level = logging.INFO if outcome == "match" else logging.WARNING
         log.log(level, "sampled replay: %s", outcome, extra={"task": str(entry.task_id), "root": "0x" + entry.root.hex(),
                                                              "revealed": "0x" + task.result.hex()})
-        if outcome == "mismatch" and self.reader.manifest(task.job_id).repro:
+        if outcome == "mismatch" and self.reader.manifest(task.job_id).repro and not self.challenged_before(entry.task_id):
             self.challenge(entry, false_challenger)
         self.book.close_entry(entry.task_id, SAMPLE, "done", outcome)
+
+    def challenged_before(self, task_id: int) -> bool:
+        """Whether our last challenge of this task was settled already (we lost it: the result
+        got its window back). One challenge a task: a lost one is not repeated."""
+        game_id = self.game.functions.gameOfTask(task_id).call()
+        return game_id != 0 and self.game_view(game_id).challenger.lower() == self.address.lower()
 
     def challenge(self, entry: Entry, false_challenger: bool) -> None:
         """Open a dispute game on the task with our replay's root and opening claims."""

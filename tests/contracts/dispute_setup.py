@@ -23,7 +23,7 @@ __all__ = list(_market_all) + [
     "CLOCK", "COMMIT_WINDOW", "REVEAL_WINDOW", "COMMITTEE", "REFEREE_STAKE", "REFEREE_PENALTY", "GS", "Party",
     "deploy_game", "game", "referees", "challenger", "trace", "diverged", "root_of", "hx", "view", "play",
     "challenge_task", "revealed_task", "open_audit_game", "vote_all", "cids", "claims", "LEAVES", "opening_claims",
-    "ended",
+    "ended", "step_game",
 ]
 
 CLOCK = 10
@@ -164,3 +164,39 @@ def vote_all(game, game_id, votes: dict, salt="0x" + "33" * 32, reveal=True):
             if r in votes:
                 game.revealVote(game_id, seat, votes[r], salt, {"from": r})
     return seated
+
+
+def step_game(game, game_id, traces: dict, honest: list[bytes], send, keeper, behaviour: str = "straight"):
+    """One step of a game as the random walks play it, every party and referee included:
+    ``straight`` moves by the party's own trace (``traces`` by root) and votes for the truth
+    (``honest``); ``stall`` lets the party on turn run out of time and keeps the first
+    referee silent; ``lie`` makes the referees vote against the truth. ``send(fn, *args)``
+    sends a transaction the way the walk does (a revert is not an error there)."""
+    g = view(game, game_id)
+    if g.status == GS.BISECTING:
+        if behaviour == "stall":
+            chain.mine(CLOCK + 1)
+            send(game.timeout, game_id, {"from": keeper})
+            return
+        root, mover = (g.worker_root, g.worker) if g.turn == Party.WORKER else (g.challenger_root, g.challenger)
+        send(game.move, game_id, claims(game, game_id, traces[hx(root)], g.turn), {"from": mover})
+    elif g.status == GS.AWAITING_REFEREES:
+        send(game.drawReferees, game_id, {"from": keeper})
+    elif g.status in (GS.COMMITTING, GS.REVEALING):
+        truth = 1 if traces[hx(g.worker_root)][g.hi - 1] == honest[g.hi - 1] else 2
+        vote = 3 - truth if behaviour == "lie" else truth
+        salt = bytes.fromhex("77" * 32)
+        for seat, (referee, _, sealed) in enumerate(game.committeeOf(game_id)):
+            if behaviour == "stall" and seat == 0:
+                continue  # a silent referee
+            if g.status == GS.COMMITTING:
+                send(game.commitVote, game_id, seat, vote_commitment(game_id, vote, salt, referee), {"from": referee})
+            elif sealed != "0x" + "00" * 32:
+                send(game.revealVote, game_id, seat, vote, salt, {"from": referee})
+        if view(game, game_id).status == GS.COMMITTING:
+            chain.mine(COMMIT_WINDOW + 1)
+            send(game.timeout, game_id, {"from": keeper})
+        elif g.status == GS.REVEALING:
+            if behaviour == "stall":
+                chain.mine(REVEAL_WINDOW + 1)
+            send(game.resolve, game_id, {"from": keeper})

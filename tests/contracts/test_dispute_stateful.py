@@ -12,12 +12,11 @@ from brownie import accounts, chain
 from brownie.exceptions import TransactionError, VirtualMachineError
 
 from tests.contracts.dispute_setup import *  # noqa: F401,F403
-from truetrain.dispute import opening_claims, vote_commitment
+from truetrain.dispute import opening_claims
 
 HONEST = trace()
 CHEAT = diverged(HONEST, 3)
 TRACES = {root_of(HONEST): HONEST, root_of(CHEAT): CHEAT}
-SALT_V = bytes.fromhex("77" * 32)
 #: Seeded random walks: each seed is one sequence of OPS random actions (deterministic, so the
 #: coverage check at the end cannot flake). The market-wide hypothesis state machine
 #: (test_market_stateful.py) also routes its disputes through the game.
@@ -120,34 +119,7 @@ def test_invariant_disputes_tokensConserved(job_market, game, token, stake_manag
                 self._step(gid, (honest + n * (i % 2)) % 4)
 
         def _step(self, gid, honest):
-            g = view(game, gid)
-            if g.status == GS.BISECTING:
-                if honest == 1:
-                    chain.mine(CLOCK + 1)
-                    self._tx(game.timeout, gid, {"from": submitter})
-                    return
-                root = g.worker_root if g.turn == Party.WORKER else g.challenger_root
-                mover = g.worker if g.turn == Party.WORKER else g.challenger
-                self._tx(game.move, gid, claims(game, gid, TRACES[hx(root)], g.turn), {"from": mover})
-            elif g.status == GS.AWAITING_REFEREES:
-                self._tx(game.drawReferees, gid, {"from": submitter})
-            elif g.status in (GS.COMMITTING, GS.REVEALING):
-                truth = 1 if TRACES[hx(g.worker_root)][g.hi - 1] == HONEST[g.hi - 1] else 2
-                vote = 3 - truth if honest == 2 else truth
-                for n, seat in enumerate(game.committeeOf(gid)):
-                    if honest == 1 and n == 0:
-                        continue  # a silent referee
-                    if g.status == GS.COMMITTING:
-                        self._tx(game.commitVote, gid, n, vote_commitment(gid, vote, SALT_V, seat[0]), {"from": seat[0]})
-                    elif seat[2] != "0x" + "00" * 32:
-                        self._tx(game.revealVote, gid, n, vote, SALT_V, {"from": seat[0]})
-                if view(game, gid).status == GS.COMMITTING:
-                    chain.mine(COMMIT_WINDOW + 1)
-                    self._tx(game.timeout, gid, {"from": submitter})
-                elif g.status == GS.REVEALING:
-                    if honest == 1:
-                        chain.mine(REVEAL_WINDOW + 1)
-                    self._tx(game.resolve, gid, {"from": submitter})
+            step_game(game, gid, TRACES, HONEST, self._tx, submitter, {1: "stall", 2: "lie"}.get(honest, "straight"))
 
         def finalize(self, i):
             if self.tasks:

@@ -13,13 +13,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from tests.contracts.dispute_setup import *  # noqa: F401,F403
-from truetrain.dispute import opening_claims, vote_commitment
+from truetrain.dispute import opening_claims
 
 HONEST = trace()
 CHEAT = diverged(HONEST, 3)
 TRACES = {root_of(HONEST): HONEST, root_of(CHEAT): CHEAT}
 ROOT_H, ROOT_X = root_of(HONEST), root_of(CHEAT)
-VOTE_SALT = bytes.fromhex("66" * 32)
 
 
 
@@ -139,33 +138,7 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
             if gid == 0 or view(game, gid).status == GS.RESOLVED:
                 self._tx(game.openAuditDispute, tid, {"from": submitter})
                 return
-            g = view(game, gid)
-            if g.status == GS.BISECTING:
-                if not play_on:
-                    chain.mine(CLOCK + 1)
-                    self._tx(game.timeout, gid, {"from": submitter})
-                    return
-                root = g.worker_root if g.turn == Party.WORKER else g.challenger_root
-                mover = g.worker if g.turn == Party.WORKER else g.challenger
-                self._tx(game.move, gid, claims(game, gid, TRACES[hx(root)], g.turn), {"from": mover})
-            elif g.status == GS.AWAITING_REFEREES:
-                self._tx(game.drawReferees, gid, {"from": submitter})
-            elif g.status == GS.COMMITTING:
-                truth = 1 if TRACES[hx(g.worker_root)][g.hi - 1] == HONEST[g.hi - 1] else 2
-                for n, seat in enumerate(game.committeeOf(gid)):
-                    if play_on or n != 0:
-                        self._tx(game.commitVote, gid, n, vote_commitment(gid, truth, VOTE_SALT, seat[0]), {"from": seat[0]})
-                if view(game, gid).status == GS.COMMITTING:
-                    chain.mine(COMMIT_WINDOW + 1)
-                    self._tx(game.timeout, gid, {"from": submitter})
-            elif g.status == GS.REVEALING:
-                truth = 1 if TRACES[hx(g.worker_root)][g.hi - 1] == HONEST[g.hi - 1] else 2
-                for n, seat in enumerate(game.committeeOf(gid)):
-                    if seat[2] != "0x" + "00" * 32 and play_on:
-                        self._tx(game.revealVote, gid, n, truth, VOTE_SALT, {"from": seat[0]})
-                if not play_on:
-                    chain.mine(REVEAL_WINDOW + 1)
-                self._tx(game.resolve, gid, {"from": submitter})
+            step_game(game, gid, TRACES, HONEST, self._tx, submitter, "straight" if play_on else "stall")
 
         def cancel(self, i):
             if self.jobs:
