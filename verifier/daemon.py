@@ -72,7 +72,7 @@ class VerifierDaemon(Daemon):
 
     def step(self, entry: Entry) -> None:
         {AUDIT: self.audit, SAMPLE: self.sample, CHALLENGE: self.play, REFEREE: self.referee,
-         OPEN_GAME: lambda e: self.open_audit_game(e, self.address)}[entry.kind](entry)
+         OPEN_GAME: self.open_audit_game}[entry.kind](entry)
 
     # --- audits and samples -------------------------------------------------------------
 

@@ -63,7 +63,7 @@ class WorkerDaemon(Daemon):
         elif entry.kind == DEFEND:
             self.defend(entry)
         else:
-            self.open_audit_game(entry, self.address)
+            self.open_audit_game(entry)
 
     def defend(self, entry: Entry) -> None:
         if "stall-dispute" in self.faults:
@@ -137,7 +137,8 @@ class WorkerDaemon(Daemon):
     def compute(self, task_id: int) -> ComputedResult:
         """The task's result: honest, or the named cheat of a faulty worker (training tasks only)."""
         cheat = self.faults.cheat
-        if cheat is None or decode_task_id(task_id)[2] == self.reader.job(decode_task_id(task_id)[0]).shards:
+        job_id, _, index = decode_task_id(task_id)
+        if cheat is None or index == self.reader.job(job_id).shards:
             return compute_task(self.reader, task_id, device=self.device)
         log.warning("fault: computing a %s result", cheat, extra={"task": str(task_id)})
         result = faulty_result(self.reader, task_id, cheat, self.faults.arg(cheat), device=self.device)

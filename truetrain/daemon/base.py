@@ -40,10 +40,10 @@ MARKET_EVENTS = (
     "JobCreated", "TaskDrawn", "TaskAccepted", "ResultCommitted", "AuditorDrawn", "AuditWaived",
     "AuditCommitted", "ResultRevealed", "AuditRevealed", "ChallengeWindowOpened", "TaskDisputed",
     "DisputeResolved", "TaskFinalized", "TaskTimedOut", "TaskRequeued", "TaskClosed", "RoundAdvanced",
-    "JobCompleted", "JobCancelled", "JobExpired", "TaskChallenged",
+    "JobCompleted", "JobCancelled", "JobExpired",
 )
 #: Every DisputeGame event a daemon reacts to.
-GAME_EVENTS = ("DisputeOpened", "RefereesDrawn", "DisputeSettled")
+GAME_EVENTS = ("DisputeOpened", "RefereesDrawn")
 #: A task whose step failed this many times with a non-retryable error is given up on.
 MAX_ATTEMPTS = 5
 GAS_CEILING = 5_000_000
@@ -173,7 +173,7 @@ class Daemon:
         bundle = ResultBundle.from_bytes(self.reader.fetch_bundle(cid), root)
         return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
 
-    def open_audit_game(self, entry, _party: str) -> None:
+    def open_audit_game(self, entry) -> None:
         """An audit of a task of ours mismatched: open its dispute game unless someone did."""
         task = self.reader.task(entry.task_id)
         game_id = self.game.functions.gameOfTask(entry.task_id).call()
