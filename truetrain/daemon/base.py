@@ -50,6 +50,11 @@ GAS_CEILING = 5_000_000
 RANDOM_PATH_GAS = 500_000
 
 
+def _trace(bundle: ResultBundle) -> Trace:
+    """A bundle's checkpoint hashes and CIDs, in leaf order."""
+    return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+
+
 class Stopping(Exception):
     """Raised inside a step when SIGTERM arrived before the next transaction."""
 
@@ -165,13 +170,11 @@ class Daemon:
     def published_trace(self, task_id: int) -> Trace:
         """The checkpoint hashes and CIDs of the task's revealed result bundle, checked against
         its revealed root (this fails when the bundle is not retrievable)."""
-        bundle = self.reader.result(task_id)
-        return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+        return _trace(self.reader.result(task_id))
 
     def bundle_trace(self, cid: str, root: bytes) -> Trace:
         """The hashes and CIDs of a result bundle this daemon published, checked against ``root``."""
-        bundle = ResultBundle.from_bytes(self.reader.fetch_bundle(cid), root)
-        return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+        return _trace(ResultBundle.from_bytes(self.reader.fetch_bundle(cid), root))
 
     def open_audit_game(self, entry) -> None:
         """An audit of a task of ours mismatched: open its dispute game unless someone did."""

@@ -85,10 +85,6 @@ class GameView:
     def read(cls, game, game_id: int) -> GameView:
         return cls.from_tuple(game_id, game.functions.gameOf(game_id).call())
 
-    @property
-    def exists(self) -> bool:
-        return self.status != GameStatus.NONE
-
     def party(self, address: str) -> Party:
         """Which side ``address`` plays in this game (NONE for neither)."""
         a = address.lower()
@@ -97,9 +93,6 @@ class GameView:
         if a == self.challenger.lower():
             return Party.CHALLENGER
         return Party.NONE
-
-    def on_turn(self, address: str) -> bool:
-        return self.status == GameStatus.BISECTING and self.turn != Party.NONE and self.party(address) == self.turn
 
     def clock_expires_at(self) -> int:
         """The block after which the party on turn has lost on its clock."""

@@ -18,19 +18,18 @@ from truetrain.training.task import task_start
 from truetrain.training.trainer import replay
 
 from .game import GameView, Vote
-from .logs import disputed
+from .logs import Disputed, disputed
 
 log = logging.getLogger("truetrain.dispute")
 
 
-def recompute_hi(reader, game_contract, view: GameView, *, device=None) -> bytes | None:
-    """The hash the honest computation gives at the game's hi (None: the agreed checkpoint
-    could not be fetched)."""
+def recompute_hi(reader, view: GameView, d: Disputed, *, device=None) -> bytes | None:
+    """The hash the honest computation gives at the game's hi, given what the bisection
+    ended on (None: the agreed checkpoint could not be fetched)."""
     job_id, round_index, index = decode_task_id(view.task_id)
     manifest = reader.manifest(job_id)
     if index == len(manifest.shards):
         return compute_task(reader, view.task_id, device=device).root
-    d = disputed(game_contract, view)
     if d.lo == 0:
         return task_start(manifest, reader.round_start(job_id, round_index), index, round_index).hash()
     for cid in d.agreed_cids:
@@ -48,8 +47,8 @@ def recompute_hi(reader, game_contract, view: GameView, *, device=None) -> bytes
 
 def referee_vote(reader, game_contract, view: GameView, *, device=None) -> Vote:
     """The vote an honest referee casts on game ``view``."""
-    honest = recompute_hi(reader, game_contract, view, device=device)
     d = disputed(game_contract, view)
+    honest = recompute_hi(reader, view, d, device=device)
     if honest is not None and honest == d.worker:
         return Vote.WORKER
     if honest is not None and honest == d.challenger:
