@@ -17,6 +17,7 @@ export SOLCX_BINARY_PATH := $(SOLCX_DIR)
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: help setup test demo gas bench-repro bench deploy compile clean distclean
+.PHONY: forge-test fuzz audit
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -54,7 +55,8 @@ $(SOLCX_DIR)/solc-v$(SOLC_VER): $(STAMPS)/npm scripts/solc_facade.mjs
 compile: setup ## Compile the contracts (brownie, through the solc facade)
 	brownie compile
 
-test: setup ## Run the whole test suite (starts and stops Anvil and IPFS dev nodes itself)
+test: setup ## Run the whole test suite: forge invariants (256 runs x depth 64), then pytest (starts and stops Anvil and IPFS dev nodes itself)
+	forge test $(FORGE_ARGS)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 demo: compile ## Run the main job end to end: devnet up, 3 worker + 1 verifier daemons, a digits job of 3 shards x 3 rounds
@@ -71,8 +73,26 @@ bench: gas bench-repro ## Run every benchmark
 deploy: compile ## Deploy (or reuse) the contracts on RPC=<url> (default: a devnet on 8545)
 	$(PY) scripts/deploy.py --rpc $(or $(RPC),http://127.0.0.1:8545)
 
+# Contract analysis: forge (from npm, with the solc facade; foundry.toml) and slither (in its own
+# virtualenv, so its pins cannot disturb .venv's).
+AUDIT_VENV := $(CURDIR)/.venv-audit
+
+forge-test: setup ## Run the forge invariant/fuzz suites in tests/forge (default profile: 256 runs x depth 64)
+	forge test $(FORGE_ARGS)
+
+fuzz: setup ## Run the forge suites long (FOUNDRY_PROFILE=deep: 10,000 runs x depth 64)
+	FOUNDRY_PROFILE=deep forge test $(FORGE_ARGS)
+
+$(AUDIT_VENV)/.stamp: scripts/audit-requirements.txt
+	test -x $(AUDIT_VENV)/bin/python || $(PYTHON_SYS) -m venv $(AUDIT_VENV)
+	$(AUDIT_VENV)/bin/python -m pip install --quiet -r scripts/audit-requirements.txt
+	touch $@
+
+audit: setup $(AUDIT_VENV)/.stamp ## Run slither over contracts/; fails on High/Medium findings not triaged in docs/security/slither-triage.md
+	$(AUDIT_VENV)/bin/python scripts/audit.py $(AUDIT_ARGS)
+
 clean: ## Remove build outputs (keeps the venv and node_modules)
 	rm -rf build .pytest_cache .hypothesis
 
-distclean: clean ## Remove everything make setup installed
-	rm -rf $(VENV) node_modules $(SOLCX_DIR)
+distclean: clean ## Remove everything make setup (and make audit) installed
+	rm -rf $(VENV) node_modules $(SOLCX_DIR) $(AUDIT_VENV)

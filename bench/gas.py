@@ -34,6 +34,7 @@ CAPABILITY = (1, 24_576, 1_000, 3, 2)  # CPU class, 24 GiB, throughput, region 3
 PROFILE = ("bafyprofile", "0x" + "ab" * 32)
 ROOT, SALT, CID = b"\x11" * 32, b"\x22" * 32, "bafyresultcheckpoint"
 REFEREES = 5  # the dispute game's committee size in this deployment
+FUTURE_DELAY = 2  # FutureRandomness.DELAY: blocks from a request to the block whose hash settles it
 
 
 class Bench:
@@ -49,7 +50,7 @@ class Bench:
         # figures it measures).
         report = deploy_stack(self.client, self.deployer, StackParams(committee_size=REFEREES,
                                                                       liveness_window_blocks=100_000))
-        c = report.deployment.contracts
+        c = self.contracts = report.deployment.contracts
         self.token = self.client.contract("TrainToken", c["token"].address)
         self.registry = self.client.contract("IdentityRegistry", c["registry"].address)
         self.stake = self.client.contract("StakeManager", c["stake"].address)
@@ -71,7 +72,7 @@ class Bench:
         self.send(self.pool.functions.joinPool(), address)
         return address
 
-    def job_params(self, shards: int, audit_bps: int = 0, leaves: int = 7, challenge_window: int = 5) -> tuple:
+    def job_params(self, shards: int, audit_bps: int = 0, leaves: int = 7, challenge_window: int = 50) -> tuple:
         return ("bafymanifest", "0x" + "aa" * 32, "bafyinit", "0x" + "bb" * 32, shards, 2,
                 10 * E, 2 * E, 20 * E, 5, 50, 20, challenge_window, 1, 16_000, 0, audit_bps, 100,
                 self.w3.eth.block_number + 100_000, leaves)
@@ -99,7 +100,7 @@ def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
     rows.append(("acceptTask", b.send(b.market.functions.acceptTask(task), worker)))
     rows.append(("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker)))
     rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
-    b.w3.provider.make_request("anvil_mine", [hex(10)])
+    b.w3.provider.make_request("anvil_mine", [hex(51)])
     rows.append(("finalize", b.send(b.market.functions.finalize(task), worker)))
     return worker, rows
 
@@ -125,6 +126,8 @@ def dispute_gas(b: Bench, submitter: str, challenger: str, verifiers: list[str],
         moves += 1
         claims = [c.as_tuple() for c in claims_for(g, hashes, cids, g.turn)]
         rows.append((f"move {moves} ({len(claims)} claims)", b.send(b.game.functions.move(game_id, claims), mover)))
+    # The committee is drawn from the hash of a block after the bisection's end (the ticket).
+    b.w3.provider.make_request("anvil_mine", [hex(FUTURE_DELAY)])
     rows.append(("drawReferees", b.send(b.game.functions.drawReferees(game_id), submitter)))
     seated = [seat[0] for seat in b.game.functions.committeeOf(game_id).call()]
     salt = b"\x33" * 32
@@ -135,6 +138,33 @@ def dispute_gas(b: Bench, submitter: str, challenger: str, verifiers: list[str],
         rows.append((f"revealVote {n + 1}", b.send(b.game.functions.revealVote(game_id, n, 2, salt), referee)))
     rows.append(("resolve (slash, split, records, requeue)", b.send(b.game.functions.resolve(game_id), submitter)))
     return rows, moves
+
+
+def audited_task_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
+    """A task of a job audited at 100 %: the audit draw settled from the future, the
+    auditor's commit and reveal, the worker's reveal, finalize."""
+    job_id, _ = b.create_job(submitter, 1, audit_bps=10_000)
+    task, worker, draw_gas = b.draw(job_id, submitter)
+    rows = [("drawTask", draw_gas), ("acceptTask", b.send(b.market.functions.acceptTask(task), worker)),
+            ("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker))]
+    b.w3.provider.make_request("anvil_mine", [hex(FUTURE_DELAY)])
+    rows.append(("settleAudit (auditor drawn)", b.send(b.market.functions.settleAudit(task), submitter)))
+    auditor = b.market.functions.taskOf(task).call()[4]
+    sealed = Web3.keccak(encode(["bytes32", "bytes32", "address"], [ROOT, SALT, auditor]))
+    rows.append(("commitAudit", b.send(b.market.functions.commitAudit(task, sealed), auditor)))
+    rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
+    rows.append(("revealAudit", b.send(b.market.functions.revealAudit(task, ROOT, SALT), auditor)))
+    b.w3.provider.make_request("anvil_mine", [hex(51)])
+    rows.append(("finalize", b.send(b.market.functions.finalize(task), worker)))
+    return rows
+
+
+def sizes(b: Bench) -> list[tuple[str, int]]:
+    """Deployed bytecode size of every contract of the stack (EIP-170: 24,576 bytes)."""
+    rows = []
+    for key, contract in b.contracts.items():
+        rows.append((contract.name, len(b.w3.eth.get_code(contract.address))))
+    return rows
 
 
 def table(title: str, rows: list[tuple[str, int]], extra: str = "") -> None:
@@ -154,6 +184,10 @@ def main() -> None:
         b.send(b.token.functions.mint(submitter, 10**9 * E), b.deployer.address)
         b.send(b.token.functions.approve(b.market.address, 2**256 - 1), submitter)
         workers = [b.new_account(1) for _ in range(10)]
+        limit = 24_576
+        rows = sizes(b)
+        table("Deployed bytecode (EIP-170 limit 24,576 bytes; target ≥ 10 % headroom)", rows,
+              "headroom: " + ", ".join(f"{name} {1 - size / limit:.1%}" for name, size in rows))
 
         # A worker's first task pays first-time storage writes (its history counters, its
         # credit); later tasks of the same worker do not. Show both.
@@ -167,6 +201,10 @@ def main() -> None:
             total = sum(g for _, g in life)
             table(f"One task's life, no audit: {title}", life + [("total", total)],
                   f"target ≤ 400,000: {'met' if total <= 400_000 else 'MISSED'}")
+
+        b.new_account(2)  # a verifier, to audit
+        life = audited_task_life(b, submitter)
+        table("One task's life, audited (audit rate 100 %)", life + [("total", sum(g for _, g in life))])
 
         creates = [(f"createJob, {n:,} shards", b.create_job(submitter, n)[1]) for n in (10, 100, 1_000)]
         spread = max(g for _, g in creates) / min(g for _, g in creates) - 1

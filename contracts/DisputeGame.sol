@@ -10,6 +10,7 @@ import {IIdentityRegistry} from "./interfaces/IIdentityRegistry.sol";
 import {MerkleCommitment} from "./libraries/MerkleCommitment.sol";
 import {Bisection} from "./libraries/Bisection.sol";
 import {Committee} from "./libraries/Committee.sol";
+import {FutureRandomness} from "./libraries/FutureRandomness.sol";
 
 /// @title DisputeGame
 /// @notice Challenges, bisection with chess clocks, referee committees and settlement; see
@@ -22,8 +23,10 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
     uint8 public constant MAX_COMMITTEE = 9;
     /// @inheritdoc IDisputeGame
     uint8 public constant MAX_REDRAWS = 2;
-    /// @notice Sortition samples per seat before a committee is seated short.
-    uint256 public constant DRAWS_PER_SEAT = 4;
+    /// @inheritdoc IDisputeGame
+    uint32 public constant MIN_PHASE_BLOCKS = 5;
+    /// @inheritdoc IDisputeGame
+    uint256 public constant MAX_CID_BYTES = 128;
 
     IJobMarket public immutable market;
     IWorkerPool public immutable pool;
@@ -52,9 +55,12 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         IIdentityRegistry registry_,
         GameConfig memory config
     ) {
+        // INVARIANT: every phase gives an honest party time to act, and a referee's silence
+        // or wrong vote always costs it something.
         if (
-            config.clockBlocks == 0 || config.commitWindow == 0 || config.revealWindow == 0
-                || config.committeeSize == 0 || config.committeeSize % 2 == 0 || config.committeeSize > MAX_COMMITTEE
+            config.clockBlocks < MIN_PHASE_BLOCKS || config.commitWindow < MIN_PHASE_BLOCKS
+                || config.revealWindow < MIN_PHASE_BLOCKS || config.committeeSize == 0 || config.committeeSize % 2 == 0
+                || config.committeeSize > MAX_COMMITTEE || config.refereePenalty == 0
                 || config.refereePenalty > config.refereeStake
         ) revert DisputeInvalidConfig();
         market = market_;
@@ -117,6 +123,12 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         } else if (g.status == GameStatus.Committing) {
             if (block.number <= g.deadline) revert DisputeDeadlineNotPassed(gameId, g.deadline);
             _openReveals(g, gameId);
+        } else if (g.status == GameStatus.AwaitingReferees) {
+            // Nobody drew the committee while the ticket's hash was readable.
+            uint64 lapsesAt = g.deadline + FutureRandomness.WINDOW;
+            if (block.number <= lapsesAt) revert DisputeDeadlineNotPassed(gameId, lapsesAt);
+            g.committee += 1;
+            _committeeFailed(g, gameId);
         } else {
             revert DisputeWrongStatus(gameId, g.status);
         }
@@ -128,21 +140,24 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
     function drawReferees(uint256 gameId) external {
         Game storage g = _game(gameId);
         _requireStatus(g, gameId, GameStatus.AwaitingReferees);
-        uint256 size = committeeSize;
-        address[] memory drawn = new address[](size);
-        uint256 found;
+        // INVARIANT: the committee comes from the hash of a block after the one that asked for
+        // it (the ticket), whoever calls and whenever: calling at a chosen moment buys nothing.
+        bytes32 random = FutureRandomness.draw(g.deadline, bytes32(gameId));
         uint8 committee = g.committee + 1;
-        IWorkerPool.Requirements memory req = IWorkerPool.Requirements(0, 0, 0, refereeStake, g.worker);
-        // Bounded: at most DRAWS_PER_SEAT samples per seat, each O(log n) in the pool.
-        for (uint256 attempt = 0; attempt < size * DRAWS_PER_SEAT && found < size; ++attempt) {
-            address referee =
-                pool.sample(keccak256(abi.encode(block.prevrandao, gameId, committee, attempt)), req, true);
-            if (referee == address(0)) break;
-            if (referee == g.challenger || _contains(drawn, found, referee)) continue;
-            drawn[found++] = referee;
+        g.committee = committee;
+        // Distinct verifiers (never a party), drawn by weight without replacement.
+        address[] memory drawn = pool.drawCommittee(
+            keccak256(abi.encode(random, committee)),
+            committeeSize,
+            IWorkerPool.Requirements(0, 0, 0, refereeStake, g.worker),
+            g.challenger
+        );
+        uint256 found = Committee.oddSize(drawn.length);
+        if (found == 0) {
+            // No eligible verifier: this committee fails like a silent one (a new draw, then no verdict).
+            _committeeFailed(g, gameId);
+            return;
         }
-        found = Committee.oddSize(found);
-        if (found == 0) revert DisputeNoReferees(gameId);
         assembly ("memory-safe") {
             mstore(drawn, found)
         }
@@ -150,9 +165,13 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
             _seats[gameId][_key(committee, i)].referee = drawn[i];
             // A referee's stake at risk is locked until the vote is judged.
             stakeManager.lockCollateral(drawn[i], refereeStake);
+            // Its draw weight follows the stake it has left free, so the next committee's draw
+            // needs no rejection for it (a weight left too high would make a small pool's
+            // committees depend on luck). Unlocks are not reported: a weight left too low
+            // only costs the member itself, until its next refresh.
+            pool.stakeChanged(drawn[i]);
         }
         uint64 deadline = uint64(block.number) + commitWindow;
-        g.committee = committee;
         g.seats = uint8(found);
         g.committed = 0;
         g.revealed = 0;
@@ -208,14 +227,9 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
             _settle(g, gameId, Committee.workerWins(g.votesWorker, g.revealed));
             return;
         }
-        // Nobody revealed: every seat pays for it, and a new committee is due (the result
-        // stands by default once MAX_REDRAWS committees failed).
-        uint8 committee = g.committee;
-        emit CommitteeFailed(gameId, committee);
-        _judgeReferees(g, gameId, true, g.worker);
-        g.seats = 0;
-        if (committee > MAX_REDRAWS) _settle(g, gameId, true);
-        else g.status = GameStatus.AwaitingReferees;
+        // Nobody revealed: every seat pays for it, and a new committee is due.
+        _judgeReferees(g, gameId, true);
+        _committeeFailed(g, gameId);
     }
 
     // ================================================================ views
@@ -244,7 +258,10 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
     function _requireNoGame(uint256 taskId) private view {
         uint256 existing = gameOfTask[taskId];
         // INVARIANT: one game per task at a time.
-        if (existing != 0 && _games[existing].status != GameStatus.Resolved) revert DisputeAlreadyOpen(taskId, existing);
+        GameStatus status = _games[existing].status;
+        if (existing != 0 && status != GameStatus.Resolved && status != GameStatus.Voided) {
+            revert DisputeAlreadyOpen(taskId, existing);
+        }
     }
 
     function _game(uint256 gameId) private view returns (Game storage g) {
@@ -390,14 +407,46 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         for (uint256 i = 0; i < claims.length; ++i) {
             hashes[i] = claims[i].hash;
             cids[i] = claims[i].cid;
+            // INVARIANT: what a move logs is bounded (at most 3 claims of bounded CIDs).
+            if (bytes(cids[i]).length > MAX_CID_BYTES) revert DisputeCidTooLong(gameId, bytes(cids[i]).length);
         }
         emit DisputeBisected(gameId, msg.sender, m.positions, hashes, cids, g.lo, g.hi, clock);
     }
 
     function _endBisection(Game storage g, uint256 gameId) private {
-        g.status = GameStatus.AwaitingReferees;
         g.turn = Party.None;
         emit BisectionEnded(gameId, g.lo, g.hi);
+        _requestReferees(g, gameId);
+    }
+
+    /// @dev Ask for a committee: it is drawn from the hash of a future block (the ticket,
+    /// kept in `deadline`).
+    function _requestReferees(Game storage g, uint256 gameId) private {
+        uint64 ticket = FutureRandomness.ticket();
+        g.status = GameStatus.AwaitingReferees;
+        g.seats = 0;
+        g.deadline = ticket;
+        emit RefereesRequested(gameId, ticket);
+    }
+
+    /// @dev Committee `g.committee` could not judge (nobody eligible, nobody revealed, or the
+    /// draw lapsed): draw another, or end without a verdict after MAX_REDRAWS redraws.
+    function _committeeFailed(Game storage g, uint256 gameId) private {
+        uint8 committee = g.committee;
+        emit CommitteeFailed(gameId, committee);
+        if (committee > MAX_REDRAWS) _void(g, gameId);
+        else _requestReferees(g, gameId);
+    }
+
+    /// @dev No verdict: nobody is slashed or paid, both stakes are released (the market
+    /// releases what the task still holds) and the task is redone.
+    function _void(Game storage g, uint256 gameId) private {
+        g.status = GameStatus.Voided;
+        g.seats = 0;
+        emit DisputeVoided(gameId, g.taskId);
+        _unlock(g.challenger, g.challengerStake);
+        if (g.audit) _unlock(g.worker, g.workerStake);
+        market.voidDispute(g.taskId);
     }
 
     function _openReveals(Game storage g, uint256 gameId) private {
@@ -417,16 +466,10 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         return uint256(committee) << 8 | index;
     }
 
-    function _contains(address[] memory list, uint256 count, address who) private pure returns (bool) {
-        for (uint256 i = 0; i < count; ++i) {
-            if (list[i] == who) return true;
-        }
-        return false;
-    }
-
     /// @dev Penalise the current committee's referees that did not side with the outcome
-    /// (`beneficiary` is credited), release every referee's stake; returns the majority.
-    function _judgeReferees(Game storage g, uint256 gameId, bool workerWon, address beneficiary)
+    /// (the penalty is burned: no party of the game gains from its referees' penalties),
+    /// release every referee's stake; returns the majority.
+    function _judgeReferees(Game storage g, uint256 gameId, bool workerWon)
         private
         returns (address[] memory majority)
     {
@@ -444,7 +487,7 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
                 continue;
             }
             // The penalty comes out of the referee's locked stake first, then the rest is released.
-            uint256 taken = refereePenalty == 0 ? 0 : stakeManager.penalize(referee, refereePenalty, beneficiary);
+            uint256 taken = stakeManager.forfeit(referee, refereePenalty);
             _unlock(referee, refereeStake - taken);
             emit RefereePenalized(gameId, referee, taken, vote != 0);
             if (vote == 0) registry.recordTimeout(referee);
@@ -472,12 +515,23 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         private
         returns (uint256 slashed)
     {
-        address[] memory majority = g.seats != 0 ? _judgeReferees(g, gameId, workerWon, winner) : new address[](0);
+        address[] memory majority = g.seats != 0 ? _judgeReferees(g, gameId, workerWon) : new address[](0);
         slashed = stakeManager.slash(loser, workerWon ? g.challengerStake : g.workerStake, winner, majority);
+        if (!workerWon && !g.audit) _slashConfirmingAuditor(g, gameId, majority);
         // A worker that won a challenge keeps its collateral locked: the task goes back to
         // its challenge window and JobMarket releases it at finalization.
         if (!workerWon) _unlock(g.challenger, g.challengerStake);
         else if (g.audit) _unlock(g.worker, g.workerStake);
+    }
+
+    /// @dev A challenged result that an audit had confirmed was proven wrong: the auditor that
+    /// matched it loses its collateral as well (split like the worker's).
+    function _slashConfirmingAuditor(Game storage g, uint256 gameId, address[] memory majority) private {
+        IJobMarket.DisputeTerms memory d = market.disputeTerms(g.taskId);
+        if (d.auditor == address(0)) return;
+        uint256 taken = stakeManager.slash(d.auditor, d.auditorCollateral, g.challenger, majority);
+        emit AuditorSlashed(gameId, d.auditor, taken);
+        registry.recordDispute(d.auditor, false, uint128(taken));
     }
 
     function _recordParties(Game storage g, bool workerWon, uint256 slashed) private {

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
@@ -12,21 +11,34 @@ import {IIdentityRegistry, ROLE_SUBMITTER} from "./interfaces/IIdentityRegistry.
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {TaskIds} from "./libraries/TaskIds.sol";
 import {Escrow} from "./libraries/Escrow.sol";
+import {FutureRandomness} from "./libraries/FutureRandomness.sol";
+import {MarketStore, MarketDeps, TaskFlow} from "./libraries/TaskFlow.sol";
+import {TaskRecovery} from "./libraries/TaskRecovery.sol";
 
 /// @title JobMarket
-/// @notice Jobs, tasks, commit–reveal, audits, timeouts and pull payments. Scheduling
-/// lives in WorkerPool; stakes in StakeManager; history in IdentityRegistry.
+/// @notice Jobs, tasks, commit–reveal, audits, settlement and pull payments. Scheduling
+/// lives in WorkerPool; stakes in StakeManager; history in IdentityRegistry. The shared task
+/// moves are in TaskFlow; timeouts, closes, job stops and dispute outcomes in the external
+/// library TaskRecovery (linked at deployment).
 /// @dev ReentrancyGuardTransient (EIP-1153, cancun): same guard and error as ReentrancyGuard, ~5k gas cheaper per call.
-contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
+contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     using SafeERC20 for IERC20;
 
     /// @inheritdoc IJobMarket
-    bytes32 public constant DISPUTE_ROLE = keccak256("DISPUTE_ROLE");
-    /// @inheritdoc IJobMarket
     uint256 public constant MAX_BATCH = 32;
-    uint8 private constant FLAG_AUDIT_COMMITTED = 1;
-    uint8 private constant FLAG_AUDIT_REVEALED = 2;
-    uint8 private constant FLAG_CHALLENGED = 4;
+    uint8 private constant FLAG_AUDIT_COMMITTED = TaskFlow.FLAG_AUDIT_COMMITTED;
+    uint8 private constant FLAG_AUDIT_REVEALED = TaskFlow.FLAG_AUDIT_REVEALED;
+    uint8 private constant FLAG_CHALLENGED = TaskFlow.FLAG_CHALLENGED;
+    uint8 private constant FLAG_AUDIT_SETTLED = TaskFlow.FLAG_AUDIT_SETTLED;
+    uint8 private constant FLAG_AUDIT_DUE = TaskFlow.FLAG_AUDIT_DUE;
+    /// @inheritdoc IJobMarket
+    uint32 public constant MIN_WINDOW_BLOCKS = 5;
+    /// @inheritdoc IJobMarket
+    uint32 public constant MAX_REVEAL_WINDOW_BLOCKS = 200;
+    /// @inheritdoc IJobMarket
+    uint256 public constant MAX_CID_BYTES = 128;
+    /// @inheritdoc IJobMarket
+    uint16 public constant MIN_ACCEPT_PENALTY_BPS = 100;
 
     IERC20 public immutable token;
     IIdentityRegistry public immutable registry;
@@ -36,22 +48,15 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     uint16 public immutable acceptPenaltyBps;
     uint96 public immutable auditorCollateral;
     uint96 public immutable auditorPenalty;
+    /// @dev The deployer: it may wire dispute games until it seals the wiring, then nothing.
+    address private immutable _wirer;
 
-    /// @dev One slot for both totals: the first credit on a market is not a zero-to-nonzero
-    /// store, and a payout updates both in one slot. Both are bounded by the token balance
-    /// of this contract, and every amount added is a job escrow checked to fit uint128.
-    uint128 private _totalEscrow;
-    uint128 private _totalCredits;
-    /// @dev One slot: once a job exists the nonce write is never a zero-to-nonzero store.
-    uint128 public jobCount;
-    uint128 private _nonce;
+    /// @inheritdoc IJobMarket
+    bool public wiringSealed;
+    /// @inheritdoc IJobMarket
+    mapping(address game => bool) public isDisputeGame;
 
-    mapping(uint256 jobId => Job) private _jobs;
-    mapping(uint256 taskId => Task) private _tasks;
-    mapping(uint256 jobId => mapping(uint256 slot => uint256 taskId)) private _pending;
-    mapping(uint256 jobId => string cid) private _revealedCheckpointCid;
-    mapping(address submitter => uint256[] jobIds) private _jobsBySubmitter;
-    mapping(address account => uint256 amount) private _credits;
+    MarketStore private _s;
 
     /// @param token_ the payment token (TrainToken)
     /// @param registry_ IdentityRegistry (grant this market RECORDER_ROLE)
@@ -69,6 +74,12 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
             config.timeoutPenaltyBps > Escrow.BPS || config.acceptPenaltyBps > Escrow.BPS
                 || config.auditorPenalty > config.auditorCollateral
         ) revert MarketInvalidConfig();
+        // INVARIANT: declining or ignoring an offer is never free (no cherry-picking or
+        // stalling a job by draws left unanswered), nor is an auditor's missed commit.
+        if (config.acceptPenaltyBps < MIN_ACCEPT_PENALTY_BPS || config.timeoutPenaltyBps < config.acceptPenaltyBps) {
+            revert MarketPenaltyTooLow(config.acceptPenaltyBps, config.timeoutPenaltyBps, MIN_ACCEPT_PENALTY_BPS);
+        }
+        if (config.auditorPenalty == 0) revert MarketPenaltyTooLow(0, 0, 1);
         token = token_;
         registry = registry_;
         stakeManager = stakeManager_;
@@ -77,7 +88,23 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         acceptPenaltyBps = config.acceptPenaltyBps;
         auditorCollateral = config.auditorCollateral;
         auditorPenalty = config.auditorPenalty;
-        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
+        _wirer = msg.sender;
+    }
+
+    // ================================================================ wiring
+
+    /// @inheritdoc IJobMarket
+    function wireDisputeGame(address game) external {
+        _requireWirer();
+        isDisputeGame[game] = true;
+        emit DisputeGameWired(game);
+    }
+
+    /// @inheritdoc IJobMarket
+    function sealWiring() external {
+        _requireWirer();
+        wiringSealed = true;
+        emit WiringSealed();
     }
 
     // ================================================================ submitter
@@ -102,29 +129,19 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function cancelJob(uint256 jobId) external nonReentrant {
-        Job storage j = _activeJob(jobId);
-        if (msg.sender != j.submitter) revert JobNotSubmitter(jobId, msg.sender);
-        j.status = JobStatus.Cancelled;
-        uint256 refund = _refundUnspent(j) + _takeSurplus(j);
-        emit JobCancelled(jobId, refund);
-        _emitRefund(jobId, j.submitter, refund);
+        TaskRecovery.stop(_s, jobId, false);
     }
 
     /// @inheritdoc IJobMarket
     function expireJob(uint256 jobId) external nonReentrant {
-        Job storage j = _activeJob(jobId);
-        if (block.number <= j.expiryBlock) revert JobNotExpired(jobId, j.expiryBlock);
-        j.status = JobStatus.Expired;
-        uint256 refund = _refundUnspent(j) + _takeSurplus(j);
-        emit JobExpired(jobId, refund);
-        _emitRefund(jobId, j.submitter, refund);
+        TaskRecovery.stop(_s, jobId, true);
     }
 
     // ================================================================ scheduling
 
     /// @inheritdoc IJobMarket
     function drawTask(uint256 jobId) external returns (uint256 id) {
-        Job storage j = _activeJob(jobId);
+        Job storage j = TaskFlow.activeJob(_s, jobId);
         if (block.number > j.expiryBlock) revert JobPastExpiry(jobId, j.expiryBlock);
         uint32 next = j.nextIndex;
         uint32 shards = j.shards;
@@ -133,8 +150,8 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
             // Tasks sent back are redrawn first (LIFO stack; all belong to the current round),
             // never to the worker that failed them (kept in `worker` while Pending).
             j.pendingCount -= 1;
-            id = _pending[jobId][j.pendingCount];
-            exclude = _tasks[id].worker;
+            id = _s.pending[jobId][j.pendingCount];
+            exclude = _s.tasks[id].worker;
         } else if (next < shards || (next == shards && j.finalizedInRound == shards)) {
             // INVARIANT: the aggregation task is drawable only once every shard task of the round is finalized.
             id = TaskIds.encode(jobId, j.currentRound, next);
@@ -142,18 +159,18 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         } else {
             revert JobNothingToDraw(jobId);
         }
-        if (!_offer(j, id, exclude)) revert JobNoEligibleWorker(jobId, id);
+        if (!TaskFlow.offer(_s, _deps(), j, id, exclude)) revert JobNoEligibleWorker(jobId, id);
     }
 
     // ================================================================ worker and auditor
 
     /// @inheritdoc IJobMarket
     function acceptTask(uint256 id) external {
-        Task storage t = _tasks[id];
+        Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.Offered) revert TaskNotOffered(id);
         if (msg.sender != t.worker) revert TaskNotWorker(id, msg.sender);
         _beforeDeadline(t, id);
-        Job storage j = _jobs[TaskIds.jobOf(id)];
+        Job storage j = _s.jobs[TaskIds.jobOf(id)];
         // A cancelled or expired job's offered tasks are closed, not started.
         if (j.status != JobStatus.Active) revert JobNotActive(TaskIds.jobOf(id), j.status);
         uint64 deadline = uint64(block.number) + j.computeWindow;
@@ -166,33 +183,64 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function commitResult(uint256 id, bytes32 commitment) external {
-        Task storage t = _tasks[id];
+        Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.Running) revert TaskNotRunning(id);
         if (msg.sender != t.worker) revert TaskNotWorker(id, msg.sender);
         _beforeDeadline(t, id);
-        Job storage j = _jobs[TaskIds.jobOf(id)];
-        bool audited = j.auditRateBps != 0
-            && uint256(_random(bytes32(id))) % Escrow.BPS < j.auditRateBps;
-        address auditor = audited ? _drawAuditor(j, id, msg.sender) : address(0);
-        uint64 deadline = uint64(block.number) + (auditor != address(0) ? j.computeWindow : j.revealWindow);
+        Job storage j = _s.jobs[TaskIds.jobOf(id)];
+        // The audit draw is settled from the hash of a block after this one (the ticket):
+        // the worker cannot know, inside this call or before it, whether it will be audited.
+        // Its reveal deadline counts from the ticket.
+        uint64 deadline = uint64(block.number) + j.revealWindow;
+        if (j.auditRateBps != 0) {
+            uint64 ticket = FutureRandomness.ticket();
+            deadline = ticket + j.revealWindow;
+            emit AuditRequested(id, ticket);
+        }
         t.result = commitment;
         t.status = TaskStatus.Committed;
         t.deadline = deadline;
-        if (auditor != address(0)) t.auditor = auditor;
         emit ResultCommitted(id, msg.sender, commitment, deadline);
-        if (auditor != address(0)) emit AuditorDrawn(id, auditor, deadline);
-        else if (audited) emit AuditWaived(id, deadline);
+    }
+
+    /// @inheritdoc IJobMarket
+    function settleAudit(uint256 id) external {
+        Task storage t = _s.tasks[id];
+        Job storage j = _s.jobs[TaskIds.jobOf(id)];
+        if (!_auditUnsettled(t, j)) revert TaskAuditNotDue(id);
+        _beforeDeadline(t, id);
+        (bool audited, bytes32 random) = _auditDraw(t, j, id);
+        t.flags |= FLAG_AUDIT_SETTLED;
+        if (!audited) {
+            emit AuditSettled(id, false);
+            return;
+        }
+        address auditor = pool.assign(
+            keccak256(abi.encode(random, "auditor")),
+            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, auditorCollateral, t.worker),
+            true
+        );
+        if (auditor == address(0)) {
+            // No eligible verifier: the result goes on unaudited (challengeable), same reveal deadline.
+            emit AuditWaived(id, t.deadline);
+            return;
+        }
+        uint64 deadline = uint64(block.number) + j.computeWindow;
+        t.auditor = auditor;
+        t.flags |= FLAG_AUDIT_DUE;
+        t.deadline = deadline;
+        emit AuditorDrawn(id, auditor, deadline);
     }
 
     /// @inheritdoc IJobMarket
     function commitAudit(uint256 id, bytes32 commitment) external {
-        Task storage t = _tasks[id];
+        Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.Committed || t.auditor == address(0) || t.flags & FLAG_AUDIT_COMMITTED != 0) {
             revert TaskNotAwaitingAudit(id);
         }
         if (msg.sender != t.auditor) revert TaskNotAuditor(id, msg.sender);
         _beforeDeadline(t, id);
-        uint64 deadline = uint64(block.number) + _jobs[TaskIds.jobOf(id)].revealWindow;
+        uint64 deadline = uint64(block.number) + _s.jobs[TaskIds.jobOf(id)].revealWindow;
         t.audit = commitment;
         t.flags |= FLAG_AUDIT_COMMITTED;
         t.deadline = deadline;
@@ -201,26 +249,33 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function revealResult(uint256 id, bytes32 root, string calldata resultCid, bytes32 salt) external {
-        Task storage t = _tasks[id];
+        Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.Committed) revert TaskNotCommitted(id);
         if (msg.sender != t.worker) revert TaskNotWorker(id, msg.sender);
         // INVARIANT: the worker's root stays secret until the auditor has committed to its own.
         if (t.auditor != address(0) && t.flags & FLAG_AUDIT_COMMITTED == 0) revert TaskAuditNotCommitted(id);
         _beforeDeadline(t, id);
+        if (bytes(resultCid).length > MAX_CID_BYTES) revert MarketCidTooLong(bytes(resultCid).length, MAX_CID_BYTES);
         if (keccak256(abi.encode(root, resultCid, salt, msg.sender)) != t.result) revert TaskCommitmentMismatch(id);
         (uint256 jobId,, uint32 index) = TaskIds.decode(id);
-        Job storage j = _jobs[jobId];
+        Job storage j = _s.jobs[jobId];
+        if (_auditUnsettled(t, j)) {
+            // The draw is settled here when it drew no audit; a drawn audit needs its
+            // auditor first (`settleAudit`), so the root stays secret.
+            (bool audited,) = _auditDraw(t, j, id);
+            if (audited) revert TaskAuditPending(id);
+        }
         t.result = root;
         t.status = TaskStatus.Revealed;
-        if (index == j.shards) _revealedCheckpointCid[jobId] = resultCid;
+        if (index == j.shards) _s.revealedCheckpointCid[jobId] = resultCid;
         emit ResultRevealed(id, msg.sender, root, resultCid);
-        if (t.auditor == address(0)) _openChallengeWindow(t, id, j);
+        if (t.auditor == address(0)) TaskFlow.openWindow(t, id, j.challengeWindow);
         else if (t.flags & FLAG_AUDIT_REVEALED != 0) _compare(t, id, j);
     }
 
     /// @inheritdoc IJobMarket
     function revealAudit(uint256 id, bytes32 root, bytes32 salt) external {
-        Task storage t = _tasks[id];
+        Task storage t = _s.tasks[id];
         TaskStatus s = t.status;
         if (
             (s != TaskStatus.Committed && s != TaskStatus.Revealed) || t.flags & FLAG_AUDIT_COMMITTED == 0
@@ -232,14 +287,14 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         t.audit = root;
         t.flags |= FLAG_AUDIT_REVEALED;
         emit AuditRevealed(id, msg.sender, root);
-        if (s == TaskStatus.Revealed) _compare(t, id, _jobs[TaskIds.jobOf(id)]);
+        if (s == TaskStatus.Revealed) _compare(t, id, _s.jobs[TaskIds.jobOf(id)]);
     }
 
     // ================================================================ settlement
 
     /// @inheritdoc IJobMarket
     function finalize(uint256 id) external nonReentrant {
-        Task storage t = _tasks[id];
+        Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.ChallengeWindow) revert TaskNotInChallengeWindow(id);
         if (block.number <= t.deadline) revert TaskChallengeWindowOpen(id, t.deadline);
         _finalize(t, id);
@@ -249,7 +304,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     function finalizeMany(uint256[] calldata ids) external nonReentrant returns (uint256 finalized) {
         if (ids.length > MAX_BATCH) revert MarketBatchTooLarge(ids.length, MAX_BATCH);
         for (uint256 i = 0; i < ids.length; ++i) {
-            Task storage t = _tasks[ids[i]];
+            Task storage t = _s.tasks[ids[i]];
             if (t.status != TaskStatus.ChallengeWindow || block.number <= t.deadline) continue;
             _finalize(t, ids[i]);
             finalized += 1;
@@ -258,62 +313,17 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function timeoutTask(uint256 id) external nonReentrant {
-        Task storage t = _tasks[id];
-        TaskStatus s = t.status;
-        if (s != TaskStatus.Offered && s != TaskStatus.Running && s != TaskStatus.Committed && s != TaskStatus.Revealed) {
-            revert TaskNotTimeoutable(id, s);
-        }
-        if (block.number <= t.deadline) revert TaskDeadlineNotPassed(id, t.deadline);
-        uint256 jobId = TaskIds.jobOf(id);
-        Job storage j = _jobs[jobId];
-        address worker = t.worker;
-        if (s == TaskStatus.Committed && t.auditor != address(0) && t.flags & FLAG_AUDIT_COMMITTED == 0) {
-            // The auditor never committed: penalise it and draw another (or waive the audit).
-            _timeoutAuditor(t, id, j, s);
-            address next = _drawAuditor(j, id, worker);
-            uint64 deadline = uint64(block.number) + (next != address(0) ? j.computeWindow : j.revealWindow);
-            t.auditor = next;
-            t.deadline = deadline;
-            if (next != address(0)) emit AuditorDrawn(id, next, deadline);
-            else emit AuditWaived(id, deadline);
-        } else if (s == TaskStatus.Revealed) {
-            // The worker revealed, the auditor did not: its root is public now, so a new
-            // auditor could copy it; the result stands unaudited (challengeable) instead.
-            _timeoutAuditor(t, id, j, s);
-            t.auditor = address(0);
-            t.flags = 0;
-            _openChallengeWindow(t, id, j);
-        } else {
-            // The worker missed accept, commit or reveal.
-            uint256 bps = s == TaskStatus.Offered ? acceptPenaltyBps : timeoutPenaltyBps;
-            uint256 collateral = j.workerCollateral;
-            uint256 taken = _penalize(worker, Escrow.share(collateral, bps), j.submitter);
-            emit TaskTimedOut(id, worker, s, taken);
-            address auditor = t.auditor;
-            if (auditor != address(0)) pool.release(auditor, auditorCollateral);
-            pool.release(worker, collateral - taken);
-            registry.recordTimeout(worker);
-            _sendBack(j, jobId, id, true);
-        }
+        TaskRecovery.timeout(_s, _deps(), id);
     }
 
     /// @inheritdoc IJobMarket
     function closeTask(uint256 id) external nonReentrant {
-        Task storage t = _tasks[id];
-        uint256 jobId = TaskIds.jobOf(id);
-        Job storage j = _jobs[jobId];
-        TaskStatus s = t.status;
-        if (j.status == JobStatus.Active || (s != TaskStatus.Pending && s != TaskStatus.Offered)) {
-            revert TaskNotClosable(id);
-        }
-        address worker = t.worker;
-        _close(j, jobId, t, id);
-        if (s == TaskStatus.Offered) pool.release(worker, j.workerCollateral);
+        TaskRecovery.close(_s, _deps(), id);
     }
 
     /// @inheritdoc IJobMarket
-    function openChallenge(uint256 id, address challenger) external onlyRole(DISPUTE_ROLE) {
-        Task storage t = _tasks[id];
+    function openChallenge(uint256 id, address challenger) external onlyDisputeGame {
+        Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.ChallengeWindow) revert TaskNotInChallengeWindow(id);
         _beforeDeadline(t, id);
         // INVARIANT: a challenged task keeps reward, fees and collateral locked until resolved.
@@ -325,48 +335,29 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     }
 
     /// @inheritdoc IJobMarket
-    function resolveDispute(uint256 id, bool workerWon) external onlyRole(DISPUTE_ROLE) nonReentrant {
-        Task storage t = _tasks[id];
-        if (t.status != TaskStatus.Disputed) revert TaskNotDisputed(id);
-        uint256 jobId = TaskIds.jobOf(id);
-        Job storage j = _jobs[jobId];
-        address worker = t.worker;
-        emit DisputeResolved(id, workerWon);
-        if (t.flags & FLAG_CHALLENGED != 0) {
-            if (workerWon) {
-                // The result stood: its challenge window resumes with the blocks it had left.
-                t.flags &= ~FLAG_CHALLENGED;
-                _openWindow(t, id, t.deadline);
-                return;
-            }
-            // Pool slots were held through the challenge; the game slashed the collateral.
-            address auditor = t.auditor;
-            pool.release(worker, 0);
-            if (auditor != address(0)) pool.release(auditor, auditorCollateral);
-            _sendBack(j, jobId, id, false);
-        } else if (workerWon) {
-            t.status = TaskStatus.Finalized;
-            _pay(j, jobId, t, id, false);
-            registry.recordTaskCompleted(worker, j.computePerTask);
-        } else {
-            _sendBack(j, jobId, id, false);
-        }
+    function resolveDispute(uint256 id, bool workerWon) external onlyDisputeGame nonReentrant {
+        TaskRecovery.resolve(_s, _deps(), id, workerWon ? 1 : 2);
+    }
+
+    /// @inheritdoc IJobMarket
+    function voidDispute(uint256 id) external onlyDisputeGame nonReentrant {
+        TaskRecovery.resolve(_s, _deps(), id, 0);
     }
 
     /// @inheritdoc IJobMarket
     function refundSurplus(uint256 jobId) external nonReentrant returns (uint256 amount) {
-        Job storage j = _jobs[jobId];
+        Job storage j = _s.jobs[jobId];
         if (j.status == JobStatus.None) revert JobNotFound(jobId);
-        amount = _takeSurplus(j);
-        _emitRefund(jobId, j.submitter, amount);
+        amount = TaskFlow.takeSurplus(_s, j);
+        TaskFlow.emitRefund(jobId, j.submitter, amount);
     }
 
     /// @inheritdoc IJobMarket
     function withdraw() external nonReentrant {
-        uint256 amount = _credits[msg.sender];
+        uint256 amount = _s.credits[msg.sender];
         if (amount == 0) revert MarketNothingToWithdraw(msg.sender);
-        _credits[msg.sender] = 0;
-        _totalCredits -= uint128(amount);
+        _s.credits[msg.sender] = 0;
+        _s.totalCredits -= uint128(amount);
         emit Withdrawn(msg.sender, amount);
         token.safeTransfer(msg.sender, amount);
     }
@@ -375,19 +366,19 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function jobOf(uint256 jobId) external view returns (Job memory) {
-        return _jobs[jobId];
+        return _s.jobs[jobId];
     }
 
     /// @inheritdoc IJobMarket
     function taskOf(uint256 id) external view returns (Task memory) {
-        return _tasks[id];
+        return _s.tasks[id];
     }
 
     /// @inheritdoc IJobMarket
     function disputeTerms(uint256 id) external view returns (DisputeTerms memory d) {
-        Task storage t = _tasks[id];
+        Task storage t = _s.tasks[id];
         (uint256 jobId,, uint32 index) = TaskIds.decode(id);
-        Job storage j = _jobs[jobId];
+        Job storage j = _s.jobs[jobId];
         d.status = t.status;
         d.challenged = t.flags & FLAG_CHALLENGED != 0;
         d.aggregation = index == j.shards;
@@ -402,7 +393,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function tasksOf(uint256 jobId, uint256 offset, uint256 limit) external view returns (uint256[] memory ids) {
-        Job storage j = _jobs[jobId];
+        Job storage j = _s.jobs[jobId];
         uint256 perRound = uint256(j.shards) + 1;
         uint256 count = Escrow.materialized(j.shards, j.currentRound, j.nextIndex);
         uint256 end = offset + limit < count ? offset + limit : count;
@@ -415,7 +406,7 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function jobsOf(address submitter, uint256 offset, uint256 limit) external view returns (uint256[] memory ids) {
-        uint256[] storage all = _jobsBySubmitter[submitter];
+        uint256[] storage all = _s.jobsBySubmitter[submitter];
         uint256 end = offset + limit < all.length ? offset + limit : all.length;
         if (offset >= end) return new uint256[](0);
         ids = new uint256[](end - offset);
@@ -430,35 +421,67 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
     }
 
     /// @inheritdoc IJobMarket
+    function jobCount() external view returns (uint256) {
+        return _s.jobCount;
+    }
+
+    /// @inheritdoc IJobMarket
     function totalEscrow() external view returns (uint256) {
-        return _totalEscrow;
+        return _s.totalEscrow;
     }
 
     /// @inheritdoc IJobMarket
     function totalCredits() external view returns (uint256) {
-        return _totalCredits;
+        return _s.totalCredits;
     }
 
     /// @inheritdoc IJobMarket
     function credits(address account) external view returns (uint256) {
-        return _credits[account];
+        return _s.credits[account];
     }
 
     // ================================================================ internals
 
+    modifier onlyDisputeGame() {
+        if (!isDisputeGame[msg.sender]) revert MarketNotDisputeGame(msg.sender);
+        _;
+    }
+
+    function _deps() private view returns (MarketDeps memory) {
+        return MarketDeps(pool, stakeManager, registry, timeoutPenaltyBps, acceptPenaltyBps, auditorCollateral, auditorPenalty);
+    }
+
+    function _requireWirer() private view {
+        // INVARIANT: after sealing, no address can change who settles disputes.
+        if (msg.sender != _wirer || wiringSealed) revert MarketWiringClosed(msg.sender);
+    }
+
     function _createJob(JobParams calldata p) private returns (uint256 jobId) {
         if (!registry.hasParticipantRole(msg.sender, ROLE_SUBMITTER)) revert JobSubmitterNotRegistered(msg.sender);
         if (p.shards == 0 || p.rounds == 0) revert JobInvalidShape(p.shards, p.rounds);
-        if (p.acceptWindow == 0 || p.computeWindow == 0 || p.revealWindow == 0 || p.challengeWindow == 0) {
-            revert JobInvalidWindows();
+        // INVARIANT: every phase gives an honest party time to act, the audit ticket stays
+        // readable until the reveal deadline, and a third party can re-run a task and
+        // challenge it inside the window.
+        if (
+            p.acceptWindow < MIN_WINDOW_BLOCKS || p.computeWindow < MIN_WINDOW_BLOCKS
+                || p.revealWindow < MIN_WINDOW_BLOCKS || p.challengeWindow < MIN_WINDOW_BLOCKS
+        ) revert JobWindowTooShort(MIN_WINDOW_BLOCKS);
+        if (p.revealWindow > MAX_REVEAL_WINDOW_BLOCKS) revert JobRevealWindowTooLong(p.revealWindow, MAX_REVEAL_WINDOW_BLOCKS);
+        if (p.challengeWindow < p.computeWindow) revert JobChallengeWindowTooShort(p.challengeWindow, p.computeWindow);
+        // INVARIANT: a worker always has more at stake than the reward it could take for a wrong result.
+        if (p.workerCollateral == 0 || p.workerCollateral < p.rewardPerTask) {
+            revert JobCollateralTooLow(p.workerCollateral, p.rewardPerTask);
         }
+        uint256 cidLength = bytes(p.manifestCid).length;
+        if (bytes(p.initialCheckpointCid).length > cidLength) cidLength = bytes(p.initialCheckpointCid).length;
+        if (cidLength > MAX_CID_BYTES) revert MarketCidTooLong(cidLength, MAX_CID_BYTES);
         if (p.expiryBlock <= block.number) revert JobInvalidExpiry(p.expiryBlock);
         if (p.auditRateBps > Escrow.BPS) revert JobInvalidAuditRate(p.auditRateBps);
         if (p.checkpointLeaves == 0) revert JobInvalidCheckpointLeaves(p.checkpointLeaves);
         uint256 escrow = Escrow.jobEscrow(p.shards, p.rounds, p.rewardPerTask, p.auditFee);
 
-        jobId = ++jobCount;
-        Job storage j = _jobs[jobId];
+        jobId = ++_s.jobCount;
+        Job storage j = _s.jobs[jobId];
         j.submitter = msg.sender;
         j.status = JobStatus.Active;
         j.shards = p.shards;
@@ -483,8 +506,8 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         j.manifestHash = p.manifestHash;
         j.checkpointHash = p.initialCheckpointHash;
         if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
-        _totalEscrow += uint128(escrow);
-        _jobsBySubmitter[msg.sender].push(jobId);
+        _s.totalEscrow += uint128(escrow);
+        _s.jobsBySubmitter[msg.sender].push(jobId);
         emit JobCreated(
             jobId, msg.sender, p.manifestCid, p.manifestHash, p.shards, p.rounds, Escrow.taskCount(p.shards, p.rounds), escrow
         );
@@ -496,61 +519,29 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
         if (received != escrow) revert JobEscrowMismatch(escrow, received);
     }
 
-    function _activeJob(uint256 jobId) private view returns (Job storage j) {
-        j = _jobs[jobId];
-        if (j.status == JobStatus.None) revert JobNotFound(jobId);
-        if (j.status != JobStatus.Active) revert JobNotActive(jobId, j.status);
-    }
-
     function _beforeDeadline(Task storage t, uint256 id) private view {
         if (block.number > t.deadline) revert TaskDeadlinePassed(id, t.deadline);
     }
 
-    /// @dev The one source of randomness: prevrandao mixed with the salt and a nonce. A VRF
-    /// can replace this function.
-    function _random(bytes32 salt) private returns (bytes32) {
-        uint128 nonce = _nonce + 1;
-        _nonce = nonce;
-        return keccak256(abi.encode(block.prevrandao, salt, nonce));
+    /// @dev Whether the task is Committed with its audit draw still to settle (a first draw
+    /// on an audited job, or the redraw of an auditor after a timeout).
+    function _auditUnsettled(Task storage t, Job storage j) private view returns (bool) {
+        uint8 flags = t.flags;
+        return t.status == TaskStatus.Committed && t.auditor == address(0) && flags & FLAG_AUDIT_SETTLED == 0
+            && (j.auditRateBps != 0 || flags & FLAG_AUDIT_DUE != 0);
     }
 
-    function _offer(Job storage j, uint256 id, address exclude) private returns (bool) {
-        address worker = pool.assign(
-            _random(bytes32(id)),
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude),
-            false
-        );
-        if (worker == address(0)) return false;
-        uint64 deadline = uint64(block.number) + j.acceptWindow;
-        Task storage t = _tasks[id];
-        t.worker = worker;
-        t.status = TaskStatus.Offered;
-        t.deadline = deadline;
-        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
-        emit TaskDrawn(id, jobId, worker, round, index, deadline);
-        return true;
-    }
-
-    function _drawAuditor(Job storage j, uint256 id, address worker) private returns (address) {
-        return pool.assign(
-            _random(bytes32(id)), IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, auditorCollateral, worker), true
-        );
-    }
-
-    function _openChallengeWindow(Task storage t, uint256 id, Job storage j) private {
-        _openWindow(t, id, j.challengeWindow);
-    }
-
-    function _openWindow(Task storage t, uint256 id, uint64 blocks) private {
-        uint64 deadline = uint64(block.number) + blocks;
-        t.status = TaskStatus.ChallengeWindow;
-        t.deadline = deadline;
-        emit ChallengeWindowOpened(id, deadline);
+    /// @dev The audit draw of an unsettled commitment: its ticket is the reveal deadline minus
+    /// the reveal window (so it is readable until that deadline). Reverts
+    /// `RandomnessUnavailable` before the ticket's block has passed.
+    function _auditDraw(Task storage t, Job storage j, uint256 id) private view returns (bool audited, bytes32 random) {
+        random = FutureRandomness.draw(t.deadline - j.revealWindow, bytes32(id));
+        audited = t.flags & FLAG_AUDIT_DUE != 0 || uint256(random) % Escrow.BPS < j.auditRateBps;
     }
 
     function _compare(Task storage t, uint256 id, Job storage j) private {
         if (t.result == t.audit) {
-            _openChallengeWindow(t, id, j);
+            TaskFlow.openWindow(t, id, j.challengeWindow);
             return;
         }
         // INVARIANT: a disputed task's reward, audit fee and both collaterals stay locked.
@@ -562,120 +553,14 @@ contract JobMarket is AccessControl, ReentrancyGuardTransient, IJobMarket {
 
     function _finalize(Task storage t, uint256 id) private {
         uint256 jobId = TaskIds.jobOf(id);
-        Job storage j = _jobs[jobId];
+        Job storage j = _s.jobs[jobId];
         address worker = t.worker;
         address auditor = t.auditor;
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = TaskStatus.Finalized;
-        _pay(j, jobId, t, id, auditor != address(0));
-        registry.recordTaskCompleted(worker, j.computePerTask);
+        TaskFlow.pay(_s, j, jobId, t, id, auditor != address(0));
+        if (worker != j.submitter) registry.recordTaskCompleted(worker, j.computePerTask);
         pool.release(worker, j.workerCollateral);
         if (auditor != address(0)) pool.release(auditor, auditorCollateral);
-    }
-
-    /// @dev Pay one task out of its job's escrow and move the job's counters on.
-    function _pay(Job storage j, uint256 jobId, Task storage t, uint256 id, bool payAuditor) private {
-        uint128 reward = j.rewardPerTask;
-        uint128 fee = payAuditor ? j.auditFee : 0;
-        // An unused audit fee stays in escrow as the job's surplus (same slot, no extra
-        // store); it is refunded by refundSurplus, at completion, cancel or expiry.
-        j.escrow -= reward + fee;
-        if (!payAuditor) j.surplus += j.auditFee;
-        _totalEscrow -= reward + fee;
-        _credit(t.worker, reward);
-        if (payAuditor) _credit(t.auditor, fee);
-        emit TaskFinalized(id, t.worker, reward, payAuditor ? t.auditor : address(0), fee);
-
-        (, uint32 round, uint32 index) = TaskIds.decode(id);
-        if (index < j.shards) {
-            j.finalizedInRound += 1;
-            return;
-        }
-        // The aggregation task's result is the next round's starting checkpoint.
-        j.currentRound = round + 1;
-        j.nextIndex = 0;
-        j.finalizedInRound = 0;
-        j.checkpointHash = t.result;
-        j.checkpointCid = _revealedCheckpointCid[jobId];
-        emit RoundAdvanced(jobId, round + 1, j.checkpointCid, t.result);
-        if (round + 1 == j.rounds && j.status == JobStatus.Active) {
-            j.status = JobStatus.Completed;
-            emit JobCompleted(jobId);
-            _emitRefund(jobId, j.submitter, _takeSurplus(j));
-        }
-    }
-
-    function _timeoutAuditor(Task storage t, uint256 id, Job storage j, TaskStatus phase) private {
-        address auditor = t.auditor;
-        uint256 taken = _penalize(auditor, auditorPenalty, j.submitter);
-        emit TaskTimedOut(id, auditor, phase, taken);
-        pool.release(auditor, auditorCollateral - taken);
-        registry.recordTimeout(auditor);
-    }
-
-    function _penalize(address account, uint256 amount, address beneficiary) private returns (uint256) {
-        if (amount == 0) return 0;
-        return stakeManager.penalize(account, amount, beneficiary);
-    }
-
-    /// @dev A task whose worker failed: redraw it now (`redraw`; excluding that worker), else
-    /// push it on the pending stack, where the next `drawTask` takes it (still excluding that
-    /// worker); on a job that is no longer Active, close and refund it. A lost dispute does not
-    /// redraw at once: the settlement is costly enough, and a keeper's next draw takes it.
-    function _sendBack(Job storage j, uint256 jobId, uint256 id, bool redraw) private {
-        Task storage t = _tasks[id];
-        address exclude = t.worker;
-        if (j.status != JobStatus.Active) {
-            _close(j, jobId, t, id);
-            return;
-        }
-        t.flags = 0;
-        t.auditor = address(0);
-        t.result = bytes32(0);
-        t.audit = bytes32(0);
-        if (redraw && block.number <= j.expiryBlock && _offer(j, id, exclude)) return;
-        t.status = TaskStatus.Pending;
-        t.deadline = 0;
-        _pending[jobId][j.pendingCount] = id;
-        j.pendingCount += 1;
-        emit TaskRequeued(id, jobId);
-    }
-
-    function _close(Job storage j, uint256 jobId, Task storage t, uint256 id) private {
-        uint256 cost = Escrow.taskCost(j.rewardPerTask, j.auditFee);
-        t.status = TaskStatus.Closed;
-        j.escrow -= uint128(cost);
-        _totalEscrow -= uint128(cost);
-        _credit(j.submitter, cost);
-        emit TaskClosed(id, cost);
-        _emitRefund(jobId, j.submitter, cost);
-    }
-
-    /// @dev Credit the job's surplus (unused audit fees) to its submitter.
-    function _takeSurplus(Job storage j) private returns (uint256 amount) {
-        amount = j.surplus;
-        if (amount == 0) return 0;
-        j.surplus = 0;
-        j.escrow -= uint128(amount);
-        _totalEscrow -= uint128(amount);
-        _credit(j.submitter, amount);
-    }
-
-    function _refundUnspent(Job storage j) private returns (uint256 refund) {
-        uint256 unspent = Escrow.taskCount(j.shards, j.rounds) - Escrow.materialized(j.shards, j.currentRound, j.nextIndex);
-        refund = unspent * Escrow.taskCost(j.rewardPerTask, j.auditFee);
-        j.escrow -= uint128(refund);
-        _totalEscrow -= uint128(refund);
-        _credit(j.submitter, refund);
-    }
-
-    function _emitRefund(uint256 jobId, address submitter, uint256 amount) private {
-        if (amount != 0) emit Refunded(jobId, submitter, amount);
-    }
-
-    function _credit(address account, uint256 amount) private {
-        if (amount == 0) return;
-        _credits[account] += amount;
-        _totalCredits += uint128(amount);
     }
 }

@@ -6,17 +6,24 @@ import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
-import {IStakeManager} from "./interfaces/IStakeManager.sol";
+import {IStakeManager, IStakeListener} from "./interfaces/IStakeManager.sol";
 import {ITrainToken} from "./interfaces/ITrainToken.sol";
 
 /// @title StakeManager
 /// @notice Holds stakes, per-task collateral locks, unbonding and slash proceeds. The
-/// deployer is DEFAULT_ADMIN (parameters, role grants); the market contracts hold MARKET_ROLE.
+/// deployer is DEFAULT_ADMIN only while it wires the stack (MARKET_ROLE to the market
+/// contracts, PARAMETER_ROLE to the timelock, the stake listener) and then renounces it: after
+/// that no address can move a staker's tokens except the market contracts' slashes and
+/// penalties, and the two bounded parameters change only through the timelock's delay.
 contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
     using SafeERC20 for IERC20;
 
     /// @inheritdoc IStakeManager
     bytes32 public constant MARKET_ROLE = keccak256("MARKET_ROLE");
+    /// @inheritdoc IStakeManager
+    bytes32 public constant PARAMETER_ROLE = keccak256("PARAMETER_ROLE");
+    /// @inheritdoc IStakeManager
+    uint16 public constant MIN_BURN_BPS = 1_000;
     /// @inheritdoc IStakeManager
     uint256 public constant MAX_REFEREES = 16;
     /// @inheritdoc IStakeManager
@@ -35,6 +42,8 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
     uint256 public totalStaked;
     /// @inheritdoc IStakeManager
     uint256 public totalCredits;
+    /// @inheritdoc IStakeManager
+    IStakeListener public listener;
 
     /// @dev Storage layout of a StakeInfo: `active` and `locked` share one slot, so locking
     /// collateral on a staked account is never a zero-to-nonzero store, and a lock or unlock
@@ -57,6 +66,10 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
         token = token_;
         unbondingDelayBlocks = unbondingDelayBlocks_;
         _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
+        // PARAMETER_ROLE administers itself: the admin that wires the stack hands it to the
+        // timelock, and renouncing DEFAULT_ADMIN does not take it away.
+        _setRoleAdmin(PARAMETER_ROLE, PARAMETER_ROLE);
+        _grantRole(PARAMETER_ROLE, msg.sender);
     }
 
     // ---------------------------------------------------------------- staker calls
@@ -90,6 +103,7 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
         info.unbonding += uint128(amount);
         info.unbondingReadyAtBlock = readyAt;
         emit UnstakeRequested(msg.sender, amount, info.unbonding, readyAt);
+        _notify(msg.sender);
     }
 
     /// @inheritdoc IStakeManager
@@ -163,6 +177,7 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
             _credit(referees[i], perReferee);
         }
         emit StakeSlashed(account, winner, slashed, toWinner, toReferees, burned);
+        _notify(account);
         if (burned != 0) ITrainToken(token).burn(burned);
     }
 
@@ -176,23 +191,41 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
         taken = _deduct(account, amount);
         _credit(beneficiary, taken);
         emit StakePenalized(account, beneficiary, taken);
+        _notify(account);
+    }
+
+    /// @inheritdoc IStakeManager
+    function forfeit(address account, uint256 amount) external onlyRole(MARKET_ROLE) nonReentrant returns (uint256 burned) {
+        burned = _deduct(account, amount);
+        emit StakeForfeited(account, burned);
+        _notify(account);
+        if (burned != 0) ITrainToken(token).burn(burned);
     }
 
     // ---------------------------------------------------------------- admin calls
 
     /// @inheritdoc IStakeManager
-    function setSlashSplit(uint16 winnerBps, uint16 refereeBps) external onlyRole(DEFAULT_ADMIN_ROLE) {
-        if (uint256(winnerBps) + refereeBps > BPS) revert StakeInvalidSplit(winnerBps, refereeBps);
+    function setSlashSplit(uint16 winnerBps, uint16 refereeBps) external onlyRole(PARAMETER_ROLE) {
+        // INVARIANT: at least MIN_BURN_BPS of every slash is burned, so a loser colluding
+        // with the winner (or the referees) always loses tokens.
+        if (uint256(winnerBps) + refereeBps > BPS - MIN_BURN_BPS) revert StakeInvalidSplit(winnerBps, refereeBps);
         slashWinnerBps = winnerBps;
         slashRefereeBps = refereeBps;
         emit SlashSplitUpdated(winnerBps, refereeBps);
     }
 
     /// @inheritdoc IStakeManager
-    function setUnbondingDelay(uint64 blocks) external onlyRole(DEFAULT_ADMIN_ROLE) {
+    function setUnbondingDelay(uint64 blocks) external onlyRole(PARAMETER_ROLE) {
         _validateUnbondingDelay(blocks);
         unbondingDelayBlocks = blocks;
         emit UnbondingDelayUpdated(blocks);
+    }
+
+    /// @inheritdoc IStakeManager
+    function setListener(IStakeListener listener_) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        if (address(listener) != address(0)) revert StakeListenerAlreadySet(address(listener));
+        listener = listener_;
+        emit ListenerSet(address(listener_));
     }
 
     // ---------------------------------------------------------------- views
@@ -224,6 +257,7 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
         info.active += uint128(amount);
         totalStaked += amount;
         emit Staked(msg.sender, amount, info.active);
+        _notify(msg.sender);
         // The token is ours (no transfer fee, no callback), so crediting before the pull
         // cannot overstate the balance; a failed pull reverts the whole call.
         IERC20(token).safeTransferFrom(msg.sender, address(this), amount);
@@ -241,6 +275,12 @@ contract StakeManager is AccessControl, ReentrancyGuard, IStakeManager {
         info.unbonding -= uint128(fromUnbonding);
         totalStaked -= taken;
         emit StakeDeducted(account, fromLocked, fromFree, fromUnbonding);
+    }
+
+    /// @dev Tell the pool that `account`'s free stake moved, so its draw weight follows it.
+    function _notify(address account) private {
+        IStakeListener l = listener;
+        if (address(l) != address(0)) l.stakeChanged(account);
     }
 
     function _credit(address account, uint256 amount) private {

@@ -7,7 +7,9 @@ import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 import {ITrainToken} from "./interfaces/ITrainToken.sol";
 
 /// @title TrainToken
-/// @notice ERC-20 + EIP-2612 permit; owner-mintable and with a faucet on devnets only.
+/// @notice ERC-20 + EIP-2612 permit; owner-mintable and with a faucet on devnets only. On a
+/// live chain the whole supply is the initial distribution given to the constructor (see
+/// docs/token.md): nobody can ever mint more.
 contract TrainToken is ERC20, ERC20Permit, Ownable, ITrainToken {
     /// @notice Tokens the faucet gives per drip.
     uint256 public constant FAUCET_AMOUNT = 1_000 ether;
@@ -24,8 +26,21 @@ contract TrainToken is ERC20, ERC20Permit, Ownable, ITrainToken {
     mapping(address account => uint256 readyAt) private _faucetReadyAt;
 
     /// @param isDevnet_ true only on a local or test chain: enables mint and faucet forever.
-    constructor(bool isDevnet_) ERC20("truetrain", "TRAIN") ERC20Permit("truetrain") Ownable(msg.sender) {
+    /// @param holders who receives the initial distribution (the live supply; may be empty on a devnet)
+    /// @param amounts what each holder receives, in wei
+    constructor(bool isDevnet_, address[] memory holders, uint256[] memory amounts)
+        ERC20("truetrain", "TRAIN")
+        ERC20Permit("truetrain")
+        Ownable(msg.sender)
+    {
+        if (holders.length != amounts.length) revert TokenInvalidDistribution(holders.length, amounts.length);
+        // INVARIANT: a live token has a nonzero supply from its first block on.
+        if (!isDevnet_ && holders.length == 0) revert TokenInvalidDistribution(0, 0);
         devnet = isDevnet_;
+        for (uint256 i = 0; i < holders.length; ++i) {
+            _mintCounted(holders[i], amounts[i]);
+            emit InitialAllocation(holders[i], amounts[i]);
+        }
     }
 
     /// @inheritdoc ITrainToken

@@ -4,7 +4,7 @@ pragma solidity ^0.8.28;
 import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
 import {IWorkerPool} from "./interfaces/IWorkerPool.sol";
 import {IIdentityRegistry, ROLE_WORKER, ROLE_VERIFIER} from "./interfaces/IIdentityRegistry.sol";
-import {IStakeManager} from "./interfaces/IStakeManager.sol";
+import {IStakeManager, IStakeListener} from "./interfaces/IStakeManager.sol";
 import {SortitionSumTree} from "./libraries/SortitionSumTree.sol";
 
 /// @title WorkerPool
@@ -17,6 +17,8 @@ contract WorkerPool is AccessControl, IWorkerPool {
     bytes32 public constant MARKET_ROLE = keccak256("MARKET_ROLE");
     /// @inheritdoc IWorkerPool
     uint256 public constant MAX_DRAW_ATTEMPTS = 8;
+    /// @inheritdoc IWorkerPool
+    uint256 public constant COMMITTEE_DRAWS_PER_SEAT = 4;
     /// @notice Largest weight one member gets (stake × reputation is clamped to it).
     uint256 public constant MAX_MEMBER_WEIGHT = 2 ** 100;
 
@@ -70,6 +72,13 @@ contract WorkerPool is AccessControl, IWorkerPool {
         _refresh(account, true);
     }
 
+    /// @inheritdoc IStakeListener
+    /// @dev Anyone may call it (it only recomputes the weight from the chain's state); the
+    /// StakeManager calls it after every change of a stake it did not get from this pool.
+    function stakeChanged(address account) external {
+        _refresh(account, false);
+    }
+
     /// @inheritdoc IWorkerPool
     function assign(bytes32 seed, Requirements calldata req, bool verifier)
         external
@@ -85,15 +94,37 @@ contract WorkerPool is AccessControl, IWorkerPool {
         m.active = active;
         emit MemberAssigned(member, verifier, req.collateral, active);
         stakeManager.lockCollateral(member, req.collateral);
-        // The weight is left as it is (refreshed when the task ends, and by refresh());
-        // eligibility at each draw reads the free stake itself. Only a member now at its
-        // concurrency limit leaves the trees.
+        // The tree weight is left as it is until the task ends (it only overstates the free
+        // stake by this lock, and every draw corrects for that, see _pick). Only a member now
+        // at its concurrency limit leaves the trees.
         if (active >= limit) _setWeights(member, m.roles, 0);
     }
 
     /// @inheritdoc IWorkerPool
     function sample(bytes32 seed, Requirements calldata req, bool verifier) external view returns (address member) {
         (member,) = _pick(seed, req, verifier);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function drawCommittee(bytes32 seed, uint256 size, Requirements calldata req, address alsoExclude)
+        external
+        view
+        returns (address[] memory seated)
+    {
+        uint256 attempts = size * COMMITTEE_DRAWS_PER_SEAT;
+        seated = new address[](size);
+        // Every draw leaves out the intervals of the members drawn before it: nobody is drawn
+        // twice, and the committee fills in `size` draws when everyone drawn is eligible.
+        Drawn memory drawn = Drawn(_verifiers.total(), 0, new uint256[](attempts), new uint256[](attempts), 0);
+        uint256 found;
+        for (uint256 i = 0; i < attempts && found < size && drawn.removed < drawn.total; ++i) {
+            uint256 random = uint256(keccak256(abi.encode(seed, i)));
+            (address candidate, uint256 stored) = _drawExcluding(drawn, random);
+            if (candidate != alsoExclude && _kept(candidate, stored, random, req)) seated[found++] = candidate;
+        }
+        assembly ("memory-safe") {
+            mstore(seated, found)
+        }
     }
 
     /// @inheritdoc IWorkerPool
@@ -109,7 +140,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
 
     /// @inheritdoc IWorkerPool
     function isEligible(address account, Requirements calldata req, bool verifier) external view returns (bool ok) {
-        (ok,,) = _eligible(account, req, verifier);
+        (ok,,,) = _eligible(account, req, verifier);
     }
 
     /// @inheritdoc IWorkerPool
@@ -140,11 +171,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         Member memory m = stored;
         uint256 base;
         if (m.joined && m.roles != 0 && lastSeen + livenessWindow >= block.number) {
-            if (m.active < _limit(cap.maxConcurrent)) {
-                base = stakeManager.freeStake(account) * reputation;
-                // Clamp so 2^28 members at the cap still fit the tree's uint128 total.
-                if (base > MAX_MEMBER_WEIGHT) base = MAX_MEMBER_WEIGHT;
-            }
+            if (m.active < _limit(cap.maxConcurrent)) base = _weight(stakeManager.freeStake(account), reputation);
         }
         _setWeights(account, readRoles ? ROLE_WORKER | ROLE_VERIFIER : m.roles, base);
     }
@@ -170,7 +197,10 @@ contract WorkerPool is AccessControl, IWorkerPool {
     }
 
     /// @dev Bounded rejection sampling (see IWorkerPool): every attempt is a fresh random
-    /// from the seed. Returns the member and its concurrency limit, or address(0).
+    /// from the seed. A candidate whose tree weight is above its weight now (free stake ×
+    /// reputation, after locks made since its last refresh) is kept only with probability
+    /// now / tree, so each member is drawn in proportion to the stake it has free to lose at
+    /// the moment of the draw. Returns the member and its concurrency limit, or address(0).
     function _pick(bytes32 seed, Requirements calldata req, bool verifier)
         private
         view
@@ -182,9 +212,8 @@ contract WorkerPool is AccessControl, IWorkerPool {
         for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS; ++i) {
             if (tree.total() == 0) break;
             uint256 random = uint256(keccak256(abi.encode(seed, i)));
-            address candidate = tree.draw(random);
-            (bool ok, uint16 region, uint256 candidateLimit) = _eligible(candidate, req, verifier);
-            if (!ok) continue;
+            (address candidate, uint256 candidateLimit, uint16 region) = _candidate(tree, random, req, verifier);
+            if (candidateLimit == 0) continue;
             // Outside the preferred region: take it now only with probability 1 / regionBoost.
             if (req.preferredRegion == 0 || region == req.preferredRegion || (random >> 128) % regionBoost == 0) {
                 return (candidate, candidateLimit);
@@ -194,21 +223,87 @@ contract WorkerPool is AccessControl, IWorkerPool {
         return (fallbackMember, fallbackLimit);
     }
 
+    /// @dev The member `random` draws, with its concurrency limit and region, or a limit of 0
+    /// when it is not taken: not eligible now, or, when its tree weight is stale (higher),
+    /// not kept in the rejection step (probability weight now / tree weight).
+    function _candidate(SortitionSumTree.Tree storage tree, uint256 random, Requirements calldata req, bool verifier)
+        private
+        view
+        returns (address candidate, uint256 limit, uint16 region)
+    {
+        uint256 stored;
+        (candidate, stored) = tree.drawWithWeight(random);
+        bool ok;
+        uint256 weight;
+        (ok, region, limit, weight) = _eligible(candidate, req, verifier);
+        // INVARIANT: draws follow the weight now, never a stale (higher) tree weight.
+        if (!ok || (weight < stored && uint256(keccak256(abi.encode(random))) % stored >= weight)) limit = 0;
+    }
+
+    /// @dev The verifier tree intervals a committee draw has taken so far, sorted by start.
+    struct Drawn {
+        uint256 total;
+        uint256 removed;
+        uint256[] starts;
+        uint256[] widths;
+        uint256 count;
+    }
+
+    /// @dev Draw from the verifier tree with the intervals in `d` left out (so no member is
+    /// drawn twice), and leave the drawn member's interval out from now on.
+    function _drawExcluding(Drawn memory d, uint256 random) private view returns (address candidate, uint256 stored) {
+        uint256 target = random % (d.total - d.removed);
+        uint256 at = 0;
+        for (; at < d.count && target >= d.starts[at]; ++at) {
+            target += d.widths[at];
+        }
+        uint256 start;
+        (candidate, stored, start) = _verifiers.drawAt(target);
+        for (uint256 k = d.count; k > at; --k) {
+            (d.starts[k], d.widths[k]) = (d.starts[k - 1], d.widths[k - 1]);
+        }
+        (d.starts[at], d.widths[at]) = (start, stored);
+        d.count += 1;
+        d.removed += stored;
+    }
+
+    /// @dev Whether a verifier drawn for a committee with tree weight `stored` is seated:
+    /// eligible now, and, as in every draw, kept with probability weight now / tree weight
+    /// when the tree weight is stale (higher).
+    function _kept(address candidate, uint256 stored, uint256 random, Requirements calldata req)
+        private
+        view
+        returns (bool)
+    {
+        (bool ok,,, uint256 weight) = _eligible(candidate, req, true);
+        return ok && (weight >= stored || uint256(keccak256(abi.encode(random))) % stored < weight);
+    }
+
+    /// @dev Whether `account` may be drawn now, with its region, concurrency limit and weight now.
     function _eligible(address account, Requirements calldata req, bool verifier)
         private
         view
-        returns (bool, uint16, uint256)
+        returns (bool, uint16, uint256, uint256)
     {
         Member memory m = _members[account];
-        if (!m.joined || account == req.exclude) return (false, 0, 0);
-        (uint8 roles, uint64 lastSeen,, IIdentityRegistry.Capability memory cap) = registry.poolViewOf(account);
-        if (roles & (verifier ? ROLE_VERIFIER : ROLE_WORKER) == 0) return (false, 0, 0);
-        if (lastSeen + livenessWindow < block.number) return (false, 0, 0);
-        if (cap.deviceClass < req.deviceClass || cap.memoryMiB < req.memoryMiB) return (false, 0, 0);
+        if (!m.joined || account == req.exclude) return (false, 0, 0, 0);
+        (uint8 roles, uint64 lastSeen, uint32 reputation, IIdentityRegistry.Capability memory cap) =
+            registry.poolViewOf(account);
+        if (roles & (verifier ? ROLE_VERIFIER : ROLE_WORKER) == 0) return (false, 0, 0, 0);
+        if (lastSeen + livenessWindow < block.number) return (false, 0, 0, 0);
+        if (cap.deviceClass < req.deviceClass || cap.memoryMiB < req.memoryMiB) return (false, 0, 0, 0);
         uint256 limit = _limit(cap.maxConcurrent);
-        if (m.active >= limit) return (false, 0, 0);
-        if (stakeManager.freeStake(account) < req.collateral) return (false, 0, 0);
-        return (true, cap.region, limit);
+        if (m.active >= limit) return (false, 0, 0, 0);
+        uint256 free = stakeManager.freeStake(account);
+        if (free < req.collateral) return (false, 0, 0, 0);
+        return (true, cap.region, limit, _weight(free, reputation));
+    }
+
+    /// @dev A member's draw weight: free stake × reputation, clamped so that 2^28 members at
+    /// the cap still fit the tree's uint128 total.
+    function _weight(uint256 free, uint32 reputation) private pure returns (uint256 w) {
+        w = free * reputation;
+        if (w > MAX_MEMBER_WEIGHT) w = MAX_MEMBER_WEIGHT;
     }
 
     /// @dev A verifier-only identity may declare maxConcurrent 0: it still audits one at a time.

@@ -49,7 +49,7 @@ def _refuse_unless_challengeable(session, task_id: int):
                       f"{', window ended at block ' + str(task.deadline) if task.status == TaskStatus.CHALLENGE_WINDOW else ''})")
     game = session.contracts.game
     open_id = game.functions.gameOfTask(task_id).call()
-    if open_id and GameView.read(game, open_id).status != GameStatus.RESOLVED:
+    if open_id and GameView.read(game, open_id).status not in (GameStatus.RESOLVED, GameStatus.VOIDED):
         raise Refused(f"task {task_id} is already under dispute (game {open_id})")
     if not session.reader.manifest(task.job_id).repro:
         raise Refused(f"task {task_id} belongs to a stock-numerics job: only repro jobs can be disputed")
@@ -114,11 +114,14 @@ def _describe(g, me: str) -> str:
         turn = "your move" if g.party(me) == g.turn else f"{g.turn.name.lower()}'s move"
         return f"bisecting checkpoints ({g.lo}, {g.hi}) of {g.leaves}: {turn}"
     if g.status == GameStatus.AWAITING_REFEREES:
-        return f"bisection ended on checkpoints ({g.lo}, {g.hi}): drawing referees"
+        return (f"bisection ended on checkpoints ({g.lo}, {g.hi}): referees drawn from the hash of block "
+                f"{g.deadline}")
     if g.status == GameStatus.COMMITTING:
         return f"{g.seats} referee(s) replaying the interval, committing votes until block {g.deadline}"
     if g.status == GameStatus.REVEALING:
         return f"referees revealing until block {g.deadline} ({g.revealed}/{g.committed} revealed)"
+    if g.status == GameStatus.VOIDED:
+        return f"voided: {g.committee} committees could not judge; no one slashed or paid, the task is redone"
     winner = "the worker" if g.worker_won else "the challenger"
     return (f"resolved: {winner} won (votes worker {g.votes_worker}, challenger {g.votes_challenger}, "
             f"neither {g.votes_neither})")

@@ -71,10 +71,10 @@ def job() -> None:
 @click.option("--audit-rate", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="Share of tasks audited by a re-executing verifier.")
 @click.option("--accept-window", type=UINT32, default=20, show_default=True, help="Blocks to accept an offer.")
-@click.option("--compute-window", type=UINT32, default=300, show_default=True, help="Blocks to compute and commit.")
+@click.option("--compute-window", type=UINT32, default=60, show_default=True, help="Blocks to compute and commit.")
 @click.option("--reveal-window", type=UINT32, default=60, show_default=True, help="Blocks to reveal.")
-@click.option("--challenge-window", type=UINT32, default=5, show_default=True,
-              help="Blocks a result stands before it is final.")
+@click.option("--challenge-window", type=UINT32, default=60, show_default=True,
+              help="Blocks a result stands before it is final (at least the compute window).")
 @click.option("--device-class", type=click.IntRange(0, 255), default=1, show_default=True,
               help="Least device class a worker needs (1 cpu, 2 cuda).")
 @click.option("--memory-mib", type=click.IntRange(0, 2**32 - 1), default=1024, show_default=True,

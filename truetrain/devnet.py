@@ -27,7 +27,7 @@ FUND_WEI = 10_000 * 10**18
 FUNDED_ACCOUNTS = 9
 #: Seconds between empty blocks, so that deadlines and challenge windows (in blocks) pass
 #: while nobody transacts; transactions are still mined at once (mixed mining).
-BLOCK_TIME_S = 1
+BLOCK_TIME_S = 0.5
 
 
 def _alive(pid: int) -> bool:

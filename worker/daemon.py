@@ -6,7 +6,9 @@
 * Running  → compute the result (train a shard, or aggregate the round), publish it,
   persist root, CID and a fresh salt, then commit; a restart finds them in the book and
   commits without training again;
-* Committed → reveal, once an auditor (if one was drawn) has committed;
+* Committed → reveal, once the audit draw (settled from a block after the commitment) drew
+  no audit, or its auditor has committed; a drawn audit's auditor is drawn first
+  (``settleAudit``);
 * later states → nothing to do; Finalized closes the entry as done, a task that moved to
   another worker (this one timed out, or lost a dispute) as lost.
 
@@ -24,8 +26,8 @@ import time
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
 from truetrain.hardware import detect
-from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, publish_result,
-                              result_commitment)
+from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
+                              publish_result, result_commitment)
 from truetrain.market.compute import ComputedResult
 from truetrain.market.faulty import WithholdingStore, faulty_result
 
@@ -101,11 +103,17 @@ class WorkerDaemon(Daemon):
         elif task.status == TaskStatus.RUNNING:
             entry = self.ensure_result(entry)
             commitment = result_commitment(entry.root, entry.cid, entry.salt, self.address)
-            # Committing may draw an auditor (prevrandao): a random path.
-            self.send("commitResult", market.commitResult(entry.task_id, commitment), random_path=True)
+            self.send("commitResult", market.commitResult(entry.task_id, commitment))
         elif task.status == TaskStatus.COMMITTED:
             if task.audited and not task.audit_committed:
                 return  # the auditor commits first
+            draw = pending_audit_draw(self.client.w3, task, self.reader.job(task.job_id))
+            if draw is not None and not draw.ready:
+                return  # the audit draw is settled from a block that does not exist yet
+            if draw is not None and draw.audited:
+                # An audit was drawn: its auditor is drawn first (anyone may; we need it to reveal).
+                self.send("settleAudit", market.settleAudit(entry.task_id), random_path=True)
+                return
             if entry.salt is None:
                 self.book.close_entry(entry.task_id, WORK, "failed", "committed, but the salt was lost")
                 log.error("cannot reveal: no salt in the book", extra=ident)

@@ -38,22 +38,27 @@ pragma solidity ^0.8.28;
 /// runs from the opponent's last move (or the opening) until its own. A party whose clock
 /// ran out loses (`timeout`); a move after that reverts `DisputeClockExpired`.
 ///
-/// Referees. When hi − lo = 1, `drawReferees` draws `committeeSize` distinct verifiers
-/// (not a party) by sortition from the pool's verifier tree (free stake ≥ `refereeStake`,
-/// which is locked until its vote is judged).
+/// Referees. When hi − lo = 1 the game asks for a committee (`RefereesRequested`): it is
+/// drawn from the hash of a later block (the ticket, FutureRandomness), by anyone calling
+/// `drawReferees` from the ticket's next block on, so no caller can pick the moment that
+/// suits it. `committeeSize` distinct verifiers (never a party; free stake ≥ `refereeStake`,
+/// locked until its vote is judged) are drawn by weight without replacement.
 /// Each replays the interval from the agreed checkpoint at lo (or builds checkpoint 0 from
 /// the inputs when lo = 0) and votes by commit–reveal, `keccak256(abi.encode(gameId, vote,
 /// salt, referee))`, for the worker's hash, the challenger's hash or neither. The reveal
 /// phase opens once every referee committed or the commit window ended. `resolve` tallies
 /// once every committed referee revealed or the reveal window ended: the worker wins iff a
-/// strict majority of the revealed votes is for the worker's hash; with no vote revealed,
-/// a new committee is drawn (at most `MAX_REDRAWS` times, then the worker's result stands).
+/// strict majority of the revealed votes is for the worker's hash. A committee that cannot
+/// judge (nobody eligible, nobody revealed, or its ticket lapsed unsettled: `timeout`) fails
+/// and another is asked for; after `MAX_REDRAWS` redraws the game is voided: no verdict, so
+/// nobody is slashed or paid, both stakes are released and the task is redone.
 ///
 /// Settlement. The loser's stake at risk (worker collateral or bond) is slashed through the
 /// StakeManager: `slashWinnerBps` to the winner, `slashRefereeBps` shared by the referees who
 /// voted with the outcome, the rest burned. Referees who revealed against the outcome or
-/// did not reveal lose `refereePenalty` of their locked stake (credited to the winner; to the
-/// worker when a whole committee failed to reveal) and reputation. Both parties' dispute history is recorded
+/// did not reveal lose `refereePenalty` of their locked stake, burned (no party is paid from
+/// the penalties of its own referees), and reputation. An auditor that had confirmed a
+/// result a challenger proves wrong loses its collateral too (`AuditorSlashed`). Both parties' dispute history is recorded
 /// (the challenger's only if it has an identity). JobMarket then moves the task on
 /// (`resolveDispute`). The game holds no tokens: bonds are locked stake, proceeds are StakeManager
 /// credits pulled with its `withdraw()`. Pool weights of the parties are refreshed at their
@@ -65,7 +70,8 @@ interface IDisputeGame {
         AwaitingReferees,
         Committing,
         Revealing,
-        Resolved
+        Resolved,
+        Voided
     }
 
     enum Party {
@@ -173,8 +179,8 @@ interface IDisputeGame {
     error DisputeWrongClaimCount(uint256 gameId, uint256 given, uint256 expected);
     /// @notice The claim at `position` does not prove against the mover's root.
     error DisputeProofInvalid(uint256 gameId, uint256 position, bytes32 hash);
-    /// @notice No distinct eligible verifier could be drawn as a referee: try again later.
-    error DisputeNoReferees(uint256 gameId);
+    /// @notice A claim's CID is longer than MAX_CID_BYTES (`length` bytes).
+    error DisputeCidTooLong(uint256 gameId, uint256 length);
     /// @notice `caller` does not hold seat `seat` on the game's committee.
     error DisputeNotReferee(uint256 gameId, uint256 seat, address caller);
     /// @notice The referee already committed (or revealed) its vote.
@@ -221,6 +227,9 @@ interface IDisputeGame {
     /// lo (lo = 0: the inputs) and different hashes at hi (see their `DisputeBisected` claims;
     /// for an aggregation task the two roots).
     event BisectionEnded(uint256 indexed gameId, uint16 lo, uint16 hi);
+    /// @notice A committee is due: it is drawn from the hash of block `ticket`, by anyone,
+    /// from block ticket + 1 until ticket + 256 (after that, `timeout` counts it as failed).
+    event RefereesRequested(uint256 indexed gameId, uint64 ticket);
     /// @notice Committee number `committee` was drawn; votes are committed until `commitDeadline`.
     event RefereesDrawn(uint256 indexed gameId, uint8 committee, address[] referees, uint64 commitDeadline);
     /// @notice `referee` committed its vote.
@@ -229,8 +238,14 @@ interface IDisputeGame {
     event RevealPhaseOpened(uint256 indexed gameId, uint64 revealDeadline);
     /// @notice `referee` revealed `vote`.
     event VoteRevealed(uint256 indexed gameId, address indexed referee, Vote vote);
-    /// @notice No referee of committee `committee` revealed: a new committee is due.
+    /// @notice Committee number `committee` could not judge (no eligible verifier, nobody
+    /// revealed, or its draw lapsed): a new committee is due, or the game is voided.
     event CommitteeFailed(uint256 indexed gameId, uint8 committee);
+    /// @notice The game ended without a verdict (MAX_REDRAWS + 1 committees failed): nobody
+    /// was slashed or paid, the task is redone.
+    event DisputeVoided(uint256 indexed gameId, uint256 indexed taskId);
+    /// @notice `auditor` had confirmed the result the challenger proved wrong and lost `slashed`.
+    event AuditorSlashed(uint256 indexed gameId, address indexed auditor, uint256 slashed);
     /// @notice `referee` lost `penalty` of its stake for voting against the outcome
     /// (`revealed`) or for not revealing.
     event RefereePenalized(uint256 indexed gameId, address indexed referee, uint256 penalty, bool revealed);
@@ -301,9 +316,15 @@ interface IDisputeGame {
     /// ceil(log2(leaves)).
     function movesFor(uint16 leaves) external pure returns (uint256);
 
+    /// @notice Shortest clock and commit/reveal window a deployment may set, in blocks.
+    function MIN_PHASE_BLOCKS() external view returns (uint32);
+
+    /// @notice Longest CID a claim may carry, in bytes.
+    function MAX_CID_BYTES() external view returns (uint256);
+
     /// @notice Largest committee.
     function MAX_COMMITTEE() external view returns (uint8);
 
-    /// @notice Committees drawn for one game before the worker's result stands by default.
+    /// @notice Redraws after a failed committee before the game is voided (no verdict).
     function MAX_REDRAWS() external view returns (uint8);
 }

@@ -13,10 +13,13 @@ pragma solidity ^0.8.28;
 /// worker).
 ///
 /// Task life: Pending ─draw─▶ Offered ─accept─▶ Running ─commit─▶ Committed
-/// (─auditor commits─, if an audit was drawn) ─reveal─▶ Revealed (waiting for the
-/// auditor's reveal) / ChallengeWindow (no audit or the audit matched) ─window over,
-/// finalize─▶ Finalized. A mismatching audit moves the task to Disputed with its funds
-/// locked; so does a challenge inside the window (`openChallenge`, DISPUTE_ROLE: the
+/// (on an audited job the commit gets a ticket: the hash of a block after it decides the
+/// audit, so the worker cannot know it when it commits; `settleAudit` draws the auditor,
+/// which commits before the worker reveals) ─reveal─▶ Revealed (waiting for the auditor's
+/// reveal) / ChallengeWindow (no audit or the audit matched) ─window over, finalize─▶
+/// Finalized. A worker silent after its commitment loses its whole collateral, as losing
+/// a dispute would; so does an auditor silent after its own. A mismatching audit moves the task to Disputed with its funds
+/// locked; so does a challenge inside the window (`openChallenge`, dispute game only: the
 /// DisputeGame, which reads `disputeTerms`). The game settles stakes itself and then calls
 /// `resolveDispute`, which only moves the task: a worker that lost has its task sent back
 /// to be drawn for another worker; a worker that won an audit dispute is paid (without the
@@ -179,8 +182,15 @@ interface IJobMarket {
     error JobInvalidShape(uint32 shards, uint32 rounds);
     /// @notice A training task must commit to at least 1 checkpoint.
     error JobInvalidCheckpointLeaves(uint16 checkpointLeaves);
-    /// @notice Every window (accept, compute, reveal, challenge) must be ≥ 1 block.
-    error JobInvalidWindows();
+    /// @notice Every window (accept, compute, reveal, challenge) must be at least `minimum` blocks.
+    error JobWindowTooShort(uint32 minimum);
+    /// @notice The reveal window must end while the audit ticket's block hash is readable.
+    error JobRevealWindowTooLong(uint32 revealWindow, uint32 maximum);
+    /// @notice The challenge window must be at least the compute window, so a third party can
+    /// re-run the task and challenge it in time.
+    error JobChallengeWindowTooShort(uint32 challengeWindow, uint32 computeWindow);
+    /// @notice The worker collateral must be nonzero and at least the reward per task.
+    error JobCollateralTooLow(uint96 collateral, uint96 minimum);
     /// @notice The expiry block must lie in the future.
     error JobInvalidExpiry(uint64 expiryBlock);
     /// @notice The audit rate is above 10_000 bps.
@@ -205,6 +215,10 @@ interface IJobMarket {
     error TaskNotAwaitingAudit(uint256 taskId);
     /// @notice The task's auditor has not committed yet: the worker may not reveal.
     error TaskAuditNotCommitted(uint256 taskId);
+    /// @notice The task's audit draw drew an audit: `settleAudit` draws its auditor first.
+    error TaskAuditPending(uint256 taskId);
+    /// @notice The task has no audit draw to settle (not Committed, already settled, or not audited).
+    error TaskAuditNotDue(uint256 taskId);
     /// @notice The auditor cannot reveal now (not committed, already revealed, or wrong state).
     error TaskAuditNotRevealable(uint256 taskId);
     /// @notice The task is not in its challenge window.
@@ -233,6 +247,15 @@ interface IJobMarket {
     error MarketBatchTooLarge(uint256 length, uint256 max);
     /// @notice A MarketConfig value is out of range (bps above 10_000, penalty above collateral).
     error MarketInvalidConfig();
+    /// @notice The accept penalty is below `minimum` bps, the timeout penalty below the accept
+    /// penalty, or the auditor penalty is zero (ignoring a duty would be free).
+    error MarketPenaltyTooLow(uint16 acceptPenaltyBps, uint16 timeoutPenaltyBps, uint16 minimum);
+    /// @notice Only a wired dispute game may call this.
+    error MarketNotDisputeGame(address caller);
+    /// @notice Only the deployer may wire, and only until the wiring is sealed.
+    error MarketWiringClosed(address caller);
+    /// @notice A CID is longer than `maximum` bytes.
+    error MarketCidTooLong(uint256 length, uint256 maximum);
 
     // ---------------------------------------------------------------- events
 
@@ -255,6 +278,12 @@ interface IJobMarket {
     event TaskAccepted(uint256 indexed taskId, address indexed worker, uint64 commitDeadline);
     /// @notice `worker` committed to its result; it may reveal (after any auditor commits) until `revealDeadline`.
     event ResultCommitted(uint256 indexed taskId, address indexed worker, bytes32 commitment, uint64 revealDeadline);
+    /// @notice The task's audit draw is settled from the hash of block `ticket` (readable from
+    /// block ticket + 1 until the reveal deadline): at a commitment on an audited job, and for
+    /// a new auditor after one timed out.
+    event AuditRequested(uint256 indexed taskId, uint64 ticket);
+    /// @notice The audit draw was settled and drew no audit (`audited` false).
+    event AuditSettled(uint256 indexed taskId, bool audited);
     /// @notice `auditor` was drawn to re-execute the task; it must commit by `auditDeadline`.
     event AuditorDrawn(uint256 indexed taskId, address indexed auditor, uint64 auditDeadline);
     /// @notice No eligible auditor could be drawn: the task goes on unaudited; reveal by `revealDeadline`.
@@ -272,6 +301,8 @@ interface IJobMarket {
     /// @notice `challenger` challenged the revealed result; the dispute game runs, and the
     /// challenge window has `windowLeft` blocks left should the result stand.
     event TaskChallenged(uint256 indexed taskId, address indexed challenger, uint64 windowLeft);
+    /// @notice The dispute game ended without a verdict: nobody was paid or slashed, the task is redone.
+    event DisputeVoided(uint256 indexed taskId);
     /// @notice The dispute game settled the task's dispute (stakes were settled by the game).
     event DisputeResolved(uint256 indexed taskId, bool workerWon);
     /// @notice The task was finalized: `reward` credited to `worker`, `auditFee` to `auditor` (0 if none).
@@ -292,6 +323,10 @@ interface IJobMarket {
     event JobExpired(uint256 indexed jobId, uint256 refund);
     /// @notice `amount` of job `jobId`'s escrow was credited back to its submitter.
     event Refunded(uint256 indexed jobId, address indexed submitter, uint256 amount);
+    /// @notice `game` may open, resolve and void disputes.
+    event DisputeGameWired(address indexed game);
+    /// @notice The wiring is sealed: no dispute game can be added any more.
+    event WiringSealed();
     /// @notice `account` withdrew `amount` of its credits.
     event Withdrawn(address indexed account, uint256 amount);
 
@@ -328,13 +363,23 @@ interface IJobMarket {
     function acceptTask(uint256 taskId) external;
 
     /// @notice The worker commits `keccak256(abi.encode(root, resultCid, salt, worker))`
-    /// before the commit deadline; an auditor may be drawn (job's audit rate).
+    /// before the commit deadline. On a job with an audit rate the audit draw gets a ticket
+    /// (`AuditRequested`): the hash of a later block decides it.
     function commitResult(uint256 taskId, bytes32 commitment) external;
+
+    /// @notice Permissionless from the ticket's next block until the reveal deadline: settle
+    /// the task's audit draw. No audit: the worker reveals (its reveal settles the draw by
+    /// itself as well). An audit: an auditor is drawn from the verifiers (`AuditorDrawn`), or
+    /// the audit is waived when none is eligible. Reverts `TaskAuditNotDue`,
+    /// `TaskDeadlinePassed`, `RandomnessUnavailable`.
+    function settleAudit(uint256 taskId) external;
 
     /// @notice The auditor commits `keccak256(abi.encode(root, salt, auditor))` before its deadline.
     function commitAudit(uint256 taskId, bytes32 commitment) external;
 
-    /// @notice The worker reveals (after the auditor's commit, if audited) before the reveal deadline.
+    /// @notice The worker reveals (after the auditor's commit, if audited) before the reveal
+    /// deadline; an unsettled audit draw is settled here (reverts `TaskAuditPending` when it
+    /// drew an audit, `RandomnessUnavailable` before the ticket's block passed).
     function revealResult(uint256 taskId, bytes32 root, string calldata resultCid, bytes32 salt) external;
 
     /// @notice The auditor reveals before the reveal deadline.
@@ -358,17 +403,22 @@ interface IJobMarket {
     /// Active and refund its cost to the submitter.
     function closeTask(uint256 taskId) external;
 
-    /// @notice DISPUTE_ROLE only: a challenger disputes the task's revealed result inside its
+    /// @notice Dispute game only: a challenger disputes the task's revealed result inside its
     /// challenge window. The task becomes Disputed (its funds stay locked). Reverts
     /// `TaskNotInChallengeWindow`, `TaskDeadlinePassed`.
     function openChallenge(uint256 taskId, address challenger) external;
 
-    /// @notice DISPUTE_ROLE only: the dispute game settled the stakes of a Disputed task; move
+    /// @notice Dispute game only: the dispute game settled the stakes of a Disputed task; move
     /// the task on. Audit dispute: worker won → finalized and paid (the audit fee goes back
     /// to the submitter), lost → sent back. Challenge: worker won → the challenge window
     /// resumes with the blocks it had left, lost → the worker's (and any auditor's) pool
     /// slot is released and the task sent back. Reverts `TaskNotDisputed`.
     function resolveDispute(uint256 taskId, bool workerWon) external;
+
+    /// @notice Dispute game only: the dispute game ended with no verdict (no committee could
+    /// judge it). Nobody is paid or slashed: collaterals are released and the task is sent
+    /// back to be redone. Reverts `TaskNotDisputed`.
+    function voidDispute(uint256 taskId) external;
 
     /// @notice Permissionless: credit job `jobId`'s surplus (unused audit fees) to its
     /// submitter now. Returns the amount.
@@ -401,15 +451,39 @@ interface IJobMarket {
     /// @notice `account`'s withdrawable credits.
     function credits(address account) external view returns (uint256);
 
+    /// @notice Number of jobs created so far (ids are 1..jobCount).
+    function jobCount() external view returns (uint256);
+
     /// @notice Sum of all jobs' escrow.
     function totalEscrow() external view returns (uint256);
 
     /// @notice Sum of all withdrawable credits.
     function totalCredits() external view returns (uint256);
 
+    /// @notice Shortest window (accept, compute, reveal, challenge) a job may set, in blocks.
+    function MIN_WINDOW_BLOCKS() external view returns (uint32);
+
+    /// @notice Longest reveal window (the audit ticket must stay readable until its end).
+    function MAX_REVEAL_WINDOW_BLOCKS() external view returns (uint32);
+
+    /// @notice Longest CID (manifest, checkpoint, result) the market stores or logs, in bytes.
+    function MAX_CID_BYTES() external view returns (uint256);
+
+    /// @notice Smallest accept penalty a deployment may set, in basis points.
+    function MIN_ACCEPT_PENALTY_BPS() external view returns (uint16);
+
     /// @notice Longest batch `finalizeMany` takes.
     function MAX_BATCH() external view returns (uint256);
 
-    /// @notice The role of the dispute game.
-    function DISPUTE_ROLE() external view returns (bytes32);
+    /// @notice Whether `game` is a wired dispute game (may open, resolve and void disputes).
+    function isDisputeGame(address game) external view returns (bool);
+
+    /// @notice Whether the wiring is sealed (no dispute game can be added any more).
+    function wiringSealed() external view returns (bool);
+
+    /// @notice The deployer only, before `sealWiring`: let `game` open, resolve and void disputes.
+    function wireDisputeGame(address game) external;
+
+    /// @notice The deployer only, once: close the wiring for good (the deployment does it).
+    function sealWiring() external;
 }

@@ -20,8 +20,17 @@ pragma solidity ^0.8.28;
 /// `StakeInsufficientLocked`. The market functions accept zero amounts (a job may have no
 /// collateral); the user functions (`stake`, `requestUnstake`) reject them.
 ///
-/// Conservation: this contract's token balance == `totalStaked() + totalCredits()` after
-/// every transaction.
+/// Powers: MARKET_ROLE (the pool, the market and the dispute game, granted once at
+/// deployment) locks, unlocks, slashes, penalises and forfeits; DEFAULT_ADMIN wires the
+/// stack and is renounced by the deployment; PARAMETER_ROLE (the timelock) sets the slash
+/// split (at least MIN_BURN_BPS burned) and the unbonding delay, within bounds. Stake,
+/// unstake, slash, penalty and forfeit are reported to the `listener` (the WorkerPool), so
+/// its draw weights follow the stake free to lose; locks and unlocks are not (the pool
+/// refreshes on its own assignments and releases, and corrects a weight that a lock left too
+/// high at every draw).
+///
+/// Conservation: this contract's token balance ≥ `totalStaked() + totalCredits()` after
+/// every transaction (equal unless someone sent tokens straight here; those are never owed).
 interface IStakeManager {
     /// @notice One account's stake. `active` includes `locked`; `unbonding` becomes
     /// withdrawable at block `unbondingReadyAtBlock`.
@@ -59,6 +68,8 @@ interface IStakeManager {
     error StakeAmountTooLarge(uint256 amount);
     /// @notice The token address given at deployment is zero.
     error StakeInvalidToken();
+    /// @notice The listener is set once, at wiring.
+    error StakeListenerAlreadySet(address listener);
 
     /// @notice `account` staked `amount`; `active` is its new active stake.
     event Staked(address indexed account, uint256 amount, uint256 active);
@@ -89,6 +100,10 @@ interface IStakeManager {
     event SlashSplitUpdated(uint16 winnerBps, uint16 refereeBps);
     /// @notice The admin set the unbonding delay (applies to later requests).
     event UnbondingDelayUpdated(uint64 blocks);
+    /// @notice `amount` of `account`'s stake was taken and burned (a referee's penalty).
+    event StakeForfeited(address indexed account, uint256 amount);
+    /// @notice Stake changes are reported to `listener` from now on.
+    event ListenerSet(address indexed listener);
 
     /// @notice Stake `amount` of the caller's tokens (pulled with `transferFrom`; approve first).
     function stake(uint256 amount) external;
@@ -141,12 +156,28 @@ interface IStakeManager {
     /// active, then unbonding) and credit all of it to `beneficiary`. Returns what was taken.
     function penalize(address account, uint256 amount, address beneficiary) external returns (uint256 taken);
 
-    /// @notice DEFAULT_ADMIN_ROLE only: set the slash split; `winnerBps + refereeBps <= 10_000`,
-    /// the rest is burned.
+    /// @notice MARKET_ROLE only: take up to `amount` from `account` (locked first, then free
+    /// active, then unbonding) and burn it: no party gains from it. Returns what was burned.
+    function forfeit(address account, uint256 amount) external returns (uint256 burned);
+
+    /// @notice PARAMETER_ROLE only (the timelock): set the slash split;
+    /// `winnerBps + refereeBps <= 10_000 - MIN_BURN_BPS`, the rest is burned.
     function setSlashSplit(uint16 winnerBps, uint16 refereeBps) external;
 
-    /// @notice DEFAULT_ADMIN_ROLE only: set the unbonding delay, in [1, MAX_UNBONDING_DELAY_BLOCKS].
+    /// @notice PARAMETER_ROLE only (the timelock): set the unbonding delay, in [1, MAX_UNBONDING_DELAY_BLOCKS].
     function setUnbondingDelay(uint64 blocks) external;
+
+    /// @notice DEFAULT_ADMIN_ROLE only, once (at wiring): report stake changes to `listener`.
+    function setListener(IStakeListener listener) external;
+
+    /// @notice Who is told of stake changes (the WorkerPool; 0 before wiring).
+    function listener() external view returns (IStakeListener);
+
+    /// @notice The role of the timelock that may set the two parameters.
+    function PARAMETER_ROLE() external view returns (bytes32);
+
+    /// @notice Least share of a slash that is burned, in basis points.
+    function MIN_BURN_BPS() external view returns (uint16);
 
     /// @notice The AccessControl role of the market contracts.
     function MARKET_ROLE() external view returns (bytes32);
@@ -168,4 +199,10 @@ interface IStakeManager {
 
     /// @notice Blocks between an unstake request and its withdrawal.
     function unbondingDelayBlocks() external view returns (uint64);
+}
+
+/// @title IStakeListener: told when an account's free stake may have changed
+interface IStakeListener {
+    /// @notice `account`'s stake changed: recompute what depends on it.
+    function stakeChanged(address account) external;
 }

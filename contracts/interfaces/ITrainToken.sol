@@ -10,11 +10,16 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 interface ITrainToken is IERC20 {
     /// @notice Minting was asked for on a chain not marked as a devnet at deployment.
     error TokenNotDevnet(uint256 chainId);
+    /// @notice The initial distribution's holders and amounts differ in length, or a live
+    /// token was given none.
+    error TokenInvalidDistribution(uint256 holders, uint256 amounts);
     /// @notice A faucet drip was asked for before the caller's cooldown ended.
     error TokenFaucetCooldown(address account, uint256 readyAtBlock);
 
     /// @notice Tokens were burned (slash proceeds); `totalBurned` is the running total.
     event TokensBurned(address indexed from, uint256 amount, uint256 totalBurned);
+    /// @notice `holder` received `amount` of the initial distribution at deployment.
+    event InitialAllocation(address indexed holder, uint256 amount);
     /// @notice The devnet faucet gave `amount` to `account`.
     event FaucetDripped(address indexed account, uint256 amount);
 

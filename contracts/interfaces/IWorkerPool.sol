@@ -1,25 +1,31 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {IStakeListener} from "./IStakeManager.sol";
+
 /// @title IWorkerPool: who may be drawn for a task, and with what weight
 /// @notice Workers and verifiers join the pool with `joinPool()`. Each member sits in a
 /// sortition sum tree (one for workers, one for verifiers) with weight
 /// `freeStake × reputation`, and weight 0 (out of the tree) while it is at its concurrency
 /// limit, stale (no heartbeat within `livenessWindow` blocks), out of stake or without the
-/// role. Weights are refreshed whenever the market touches a member (draw, accept, task
-/// end) and by anyone through `refresh(account)`.
+/// role. The StakeManager reports every stake, unstake, slash, penalty and forfeit
+/// (`stakeChanged`), the dispute game its referees' locks, and the pool refreshes a member
+/// when a task of it ends; anyone may `refresh(account)`.
 ///
 /// A draw (`assign`, market only) is rejection sampling: up to `MAX_DRAW_ATTEMPTS`
 /// candidates are drawn from the tree, each with a fresh random derived from the caller's
 /// seed, and the first one that is eligible for the job *right now* (role, device class ≥,
 /// memory ≥, free stake ≥ collateral, heartbeat within the liveness window, under
-/// `maxConcurrent`, not the excluded account) is taken. Region boost: a candidate outside
-/// the job's preferred region (0 = no preference) is taken at once only with probability
-/// `1 / regionBoost`; otherwise sampling goes on, and the first eligible non-preferred
-/// candidate is used if no preferred one turns up within the attempts. The chosen member's
-/// collateral is locked in the StakeManager and its active-task count goes up; `release`
-/// undoes both when the task ends for that member.
-interface IWorkerPool {
+/// `maxConcurrent`, not the excluded account) is taken. A candidate whose tree weight is
+/// above its weight now (a lock since its last refresh) is kept only with probability
+/// now / tree, so every draw follows the stake free to lose at that moment. Region boost: a
+/// candidate outside the job's preferred region (0 = no preference) is taken at once only
+/// with probability `1 / regionBoost`; otherwise sampling goes on, and the first eligible
+/// non-preferred candidate is used if no preferred one turns up within the attempts. The
+/// chosen member's collateral is locked in the StakeManager and its active-task count goes
+/// up; `release` undoes both when the task ends for that member. Committees are drawn by
+/// `drawCommittee`, without replacement.
+interface IWorkerPool is IStakeListener {
     /// @notice What a task needs from the member drawn for it.
     /// @param deviceClass minimum device class (numeric compare)
     /// @param memoryMiB minimum device memory
@@ -95,6 +101,18 @@ interface IWorkerPool {
     /// assigning it (no collateral locked, no task counted): the dispute game draws its
     /// referees this way. address(0) if none was found within `MAX_DRAW_ATTEMPTS`.
     function sample(bytes32 seed, Requirements calldata req, bool verifier) external view returns (address member);
+
+    /// @notice Up to `size` distinct verifiers eligible for `req` (never `req.exclude` nor
+    /// `alsoExclude`), drawn by weight *without replacement* from `seed`: each draw skips the
+    /// tree intervals of the members drawn before it, so when at most `size` verifiers are
+    /// eligible they are all seated. At most size × COMMITTEE_DRAWS_PER_SEAT draws.
+    function drawCommittee(bytes32 seed, uint256 size, Requirements calldata req, address alsoExclude)
+        external
+        view
+        returns (address[] memory seated);
+
+    /// @notice Draws per seat `drawCommittee` makes at most.
+    function COMMITTEE_DRAWS_PER_SEAT() external view returns (uint256);
 
     /// @notice Whether `account` could be drawn for `req` in this block.
     function isEligible(address account, Requirements calldata req, bool verifier) external view returns (bool);

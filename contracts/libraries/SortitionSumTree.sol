@@ -81,12 +81,26 @@ library SortitionSumTree {
 
     /// @notice Draw a member with probability weight / total, from `random` (any 256-bit
     /// value; reduced modulo the total, whose bias is negligible for random 256-bit inputs).
-    function draw(Tree storage tree, uint256 random) internal view returns (address) {
+    function draw(Tree storage tree, uint256 random) internal view returns (address id) {
+        (id,) = drawWithWeight(tree, random);
+    }
+
+    /// @notice `draw`, also returning the drawn member's weight (read on the way down, so
+    /// it costs no extra storage read).
+    function drawWithWeight(Tree storage tree, uint256 random) internal view returns (address id, uint256 weight) {
         uint256 totalWeight = tree.totalWeight;
         if (totalWeight == 0) revert SortitionEmpty();
+        (id, weight,) = drawAt(tree, random % totalWeight);
+    }
+
+    /// @notice The member whose interval holds `target` (< total): members own consecutive
+    /// intervals [start, start + weight) in leaf order. Returns it, its weight and `start`,
+    /// so a caller can draw without replacement by skipping the intervals already drawn.
+    function drawAt(Tree storage tree, uint256 target) internal view returns (address, uint256 weight, uint256 start) {
         uint256 count = tree.nodesUsed;
-        uint256 target = random % totalWeight;
         uint256 index = 0;
+        uint256 offset = target;
+        weight = tree.totalWeight;
         // Each pass descends one level into the child whose subtree holds `target`
         // (target < the current node's sum holds throughout), so the loop runs once per
         // level: O(log_K n). Children that were never written read as weight 0.
@@ -96,17 +110,23 @@ library SortitionSumTree {
             for (uint256 p = 0; p < K / 2; ++p) {
                 uint256 packed = tree.pairs[pairIndex + p];
                 uint256 w = packed & LOW_MASK;
-                if (target < w) break;
+                if (target < w) {
+                    weight = w;
+                    break;
+                }
                 target -= w;
                 ++child;
                 w = packed >> 128;
-                if (target < w) break;
+                if (target < w) {
+                    weight = w;
+                    break;
+                }
                 target -= w;
                 ++child;
             }
             index = child;
         }
-        return tree.idAt[index];
+        return (tree.idAt[index], weight, offset - target);
     }
 
     /// @notice `id`'s weight (0 if not a member).

@@ -50,7 +50,7 @@ def client(devnet: Devnet) -> ChainClient:
 @pytest.fixture
 def token(client: ChainClient, accounts: list[LocalAccount]):
     """A fresh TrainToken (owner: account 0) for each test, so its events are the test's own."""
-    contract, _ = client.deploy("TrainToken", True, sender=accounts[0])
+    contract, _ = client.deploy("TrainToken", True, [], [], sender=accounts[0])
     return contract
 
 

@@ -122,14 +122,14 @@ def test_follower_reorgBySnapshotRevert_detectsHashMismatchAndRedelivers(client,
 def test_follower_anvilRestartOnSamePort_rewindsAndReadsTheNewChain(own_devnet, accounts, tmp_path, second_chain_mints):
     node = own_devnet()
     chain = ChainClient(node.url, receipt_timeout_s=20)
-    token, _ = chain.deploy("TrainToken", True, sender=accounts[0])
+    token, _ = chain.deploy("TrainToken", True, [], [], sender=accounts[0])
     mint_all(chain, token, accounts[0], accounts[1].address, range(1, 6))
     follower, got = follower_for(chain, token, tmp_path / "c.db")
     assert follower.poll() == 5
     node.stop()
     node = own_devnet(node.port)  # a fresh chain: same port, same chain id, new genesis
     chain = ChainClient(node.url, receipt_timeout_s=20)
-    again, _ = chain.deploy("TrainToken", True, sender=accounts[0])
+    again, _ = chain.deploy("TrainToken", True, [], [], sender=accounts[0])
     assert again.address == token.address  # same deployer and nonce: same address, same tx hashes
     mint_all(chain, again, accounts[0], accounts[1].address, [100 + i for i in range(second_chain_mints)])
     delivered = follower.poll()

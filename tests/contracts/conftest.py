@@ -67,7 +67,7 @@ def outsider(accounts):
 
 @pytest.fixture(scope="module")
 def token(TrainToken, deployer):
-    return TrainToken.deploy(True, {"from": deployer})
+    return TrainToken.deploy(True, [], [], {"from": deployer})
 
 
 @pytest.fixture(scope="module")

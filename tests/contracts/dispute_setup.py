@@ -23,7 +23,7 @@ __all__ = list(_market_all) + [
     "CLOCK", "COMMIT_WINDOW", "REVEAL_WINDOW", "COMMITTEE", "REFEREE_STAKE", "REFEREE_PENALTY", "GS", "Party",
     "deploy_game", "game", "referees", "challenger", "trace", "diverged", "root_of", "hx", "view", "play",
     "challenge_task", "revealed_task", "open_audit_game", "vote_all", "cids", "claims", "LEAVES", "opening_claims",
-    "ended", "step_game",
+    "ended", "step_game", "draw_referees",
 ]
 
 CLOCK = 10
@@ -65,8 +65,14 @@ def deploy_game(DisputeGame, job_market, pool, stake_manager, registry, deployer
     )
     stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
     registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})
-    job_market.grantRole(DISPUTE_ROLE, contract, {"from": deployer})
+    job_market.wireDisputeGame(contract, {"from": deployer})
     return contract
+
+
+def draw_referees(game, game_id, sender):
+    """Mine past the committee's ticket (kept in the game's deadline) and draw it."""
+    mine_past(game.gameOf(game_id).dict()["deadline"])
+    return game.drawReferees(game_id, {"from": sender})
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +135,7 @@ def open_audit_game(game, job_market, submitter, w1, worker_hashes, auditor_hash
     job_market.acceptTask(tid, {"from": w1})
     root = root_of(worker_hashes)
     job_market.commitResult(tid, commitment(root, CID, SALT, w1), {"from": w1})
-    auditor = accounts.at(job_market.taskOf(tid)[4], force=True)
+    auditor = settle_audit(job_market, tid)
     job_market.commitAudit(tid, audit_commitment(root_of(auditor_hashes), SALT, auditor), {"from": auditor})
     job_market.revealResult(tid, root, CID, SALT, {"from": w1})
     job_market.revealAudit(tid, root_of(auditor_hashes), SALT, {"from": auditor})
@@ -181,6 +187,7 @@ def step_game(game, game_id, traces: dict, honest: list[bytes], send, keeper, be
         root, mover = (g.worker_root, g.worker) if g.turn == Party.WORKER else (g.challenger_root, g.challenger)
         send(game.move, game_id, claims(game, game_id, traces[hx(root)], g.turn), {"from": mover})
     elif g.status == GS.AWAITING_REFEREES:
+        mine_past(g.deadline)
         send(game.drawReferees, game_id, {"from": keeper})
     elif g.status in (GS.COMMITTING, GS.REVEALING):
         truth = 1 if traces[hx(g.worker_root)][g.hi - 1] == honest[g.hi - 1] else 2

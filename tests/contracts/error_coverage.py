@@ -28,4 +28,9 @@ UNREACHABLE_ERRORS: dict[str, str] = {
         "raised only by ShortStrings.toString on a malformed ShortString; EIP712 builds its "
         "ShortStrings from the fixed constructor constants, which are well formed"
     ),
+    "FailedCall": (
+        "(ParameterTimelock, from OpenZeppelin's Address) raised only when a call the timelock "
+        "executes reverts without data; every target it can call (StakeManager) reverts with a "
+        "custom error, which the timelock passes on (test_attacks_admin.py expects that one)"
+    ),
 }

@@ -19,7 +19,7 @@ __all__ = [
     "TIMEOUT_PENALTY_BPS", "AUDITOR_COLLATERAL", "AUDITOR_PENALTY", "DISPUTE_ROLE", "CAP", "TS",
     "job_params", "commitment", "audit_commitment", "register", "stake", "deploy_pool", "deploy_market",
     "pool", "job_market", "submitter", "w1", "w2", "v1", "v2", "crew", "new_job", "run_task", "ROOT", "CID", "SALT",
-    "market_isolation",
+    "market_isolation", "ACCEPT_PENALTY_BPS", "FUTURE", "settle_audit", "mine_past",
 ]
 
 ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
@@ -28,6 +28,9 @@ STAKE_AMOUNT = 1_000 * E
 LIVENESS = 1_000
 REGION_BOOST = 4
 TIMEOUT_PENALTY_BPS = 1_000
+ACCEPT_PENALTY_BPS = 100
+#: FutureRandomness.DELAY: a draw requested in block N is settled from the hash of block N + FUTURE.
+FUTURE = 2
 AUDITOR_COLLATERAL = 50 * E
 AUDITOR_PENALTY = 5 * E
 DISPUTE_ROLE = role_id("DISPUTE_ROLE")
@@ -58,7 +61,7 @@ def job_params(**overrides):
         acceptWindow=5,
         computeWindow=20,
         revealWindow=10,
-        challengeWindow=5,
+        challengeWindow=20,
         deviceClass=1,
         memoryMiB=16_000,
         preferredRegion=0,
@@ -97,19 +100,26 @@ def stake(token, stake_manager, account, amount=STAKE_AMOUNT, deployer=None):
 def deploy_pool(WorkerPool, registry, stake_manager, deployer):
     contract = WorkerPool.deploy(registry, stake_manager, LIVENESS, REGION_BOOST, {"from": deployer})
     stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
-    registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})
+    stake_manager.setListener(contract, {"from": deployer})
     return contract
 
 
 def deploy_market(JobMarket, token, registry, stake_manager, pool, deployer):
+    """JobMarket (with its TaskRecovery library) wired to the stack; the deployer account is
+    wired as a dispute game too, so tests can open and resolve disputes directly. The wiring
+    stays open here (the deployment seals it: tests/contracts/test_attacks_admin.py)."""
+    from brownie import TaskRecovery
+
+    if len(TaskRecovery) == 0:
+        TaskRecovery.deploy({"from": deployer})
     contract = JobMarket.deploy(
         token, registry, stake_manager, pool,
-        (TIMEOUT_PENALTY_BPS, 0, AUDITOR_COLLATERAL, AUDITOR_PENALTY), {"from": deployer},
+        (TIMEOUT_PENALTY_BPS, ACCEPT_PENALTY_BPS, AUDITOR_COLLATERAL, AUDITOR_PENALTY), {"from": deployer},
     )
     stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
     registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})
     pool.grantRole(pool.MARKET_ROLE(), contract, {"from": deployer})
-    contract.grantRole(DISPUTE_ROLE, deployer, {"from": deployer})
+    contract.wireDisputeGame(deployer, {"from": deployer})
     return contract
 
 
@@ -176,6 +186,22 @@ def market_isolation(crew):
 def new_job(job_market, submitter, **overrides):
     tx = job_market.createJob(job_params(**overrides), {"from": submitter})
     return tx.return_value, tx
+
+
+def mine_past(block: int) -> None:
+    """Mine until the chain is past ``block`` (a draw's ticket can be read from block + 1)."""
+    if chain.height <= block:
+        chain.mine(block + 1 - chain.height)
+
+
+def settle_audit(job_market, tid, sender=None):
+    """Mine past the task's audit ticket and settle its audit draw (draws the auditor when
+    the draw audits it); returns the auditor (None when not audited or waived)."""
+    task = job_market.taskOf(tid).dict()
+    job = job_market.jobOf(tid >> 64).dict()
+    mine_past(task["deadline"] - job["revealWindow"])
+    tx = job_market.settleAudit(tid, {"from": sender or accounts[0]})
+    return accounts.at(tx.events["AuditorDrawn"]["auditor"], force=True) if "AuditorDrawn" in tx.events else None
 
 
 def run_task(job_market, job_id, worker, root=ROOT, cid=CID, salt=SALT, finalize=True):

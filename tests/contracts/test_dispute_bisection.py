@@ -91,6 +91,17 @@ def test_move_forgedProof_reverts(game, job_market, submitter, w1, challenger):
         game.move(gid, short, {"from": w1})
 
 
+def test_move_claimCidPastTheCap_reverts(game, job_market, submitter, w1, challenger):
+    cheat = diverged(HONEST, 4)
+    _, tid = revealed_task(job_market, submitter, w1, cheat)
+    gid, _ = challenge_task(game, tid, challenger, HONEST)
+    long = claims(game, gid, cheat, Party.WORKER)
+    long[0] = (long[0][0], long[0][1], "b" * 24_000)  # a 24 KB CID would make every log huge
+    with brownie.reverts(f"DisputeCidTooLong: {gid}, 24000"):
+        game.move(gid, long, {"from": w1})
+    assert view(game, gid).turn == Party.WORKER  # nothing moved
+
+
 def test_move_wrongClaimCount_reverts(game, job_market, submitter, w1, challenger):
     cheat = diverged(HONEST, 4)
     _, tid = revealed_task(job_market, submitter, w1, cheat)

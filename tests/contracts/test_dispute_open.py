@@ -54,8 +54,8 @@ def test_challenge_outsideWindow_reverts(game, job_market, submitter, w1, challe
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     with brownie.reverts(f"TaskNotInChallengeWindow: {tid}"):
         challenge_task(game, tid, challenger, HONEST)
-    _, late = revealed_task(job_market, submitter, w1, CHEAT, challengeWindow=1)
-    chain.mine(2)
+    _, late = revealed_task(job_market, submitter, w1, CHEAT, challengeWindow=20)
+    chain.mine(21)
     with brownie.reverts(f"TaskDeadlinePassed: {late}, {job_market.taskOf(late)[2]}"):
         challenge_task(game, late, challenger, HONEST)
 
@@ -68,11 +68,12 @@ def test_challenge_withoutFreeStake_reverts(game, job_market, submitter, w1):
     assert job_market.taskOf(tid)[1] == TS.CHALLENGE
 
 
-def test_market_openChallengeAndResolve_onlyDisputeRole(job_market, submitter, w1):
+def test_market_openChallengeAndResolve_onlyDisputeGame(job_market, submitter, w1):
     _, tid = revealed_task(job_market, submitter, w1, CHEAT)
-    role = bytes.fromhex(DISPUTE_ROLE[2:])
-    with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {role}"):
+    with brownie.reverts(f"MarketNotDisputeGame: {w1.address.lower()}"):
         job_market.openChallenge(tid, w1, {"from": w1})
+    with brownie.reverts(f"MarketNotDisputeGame: {w1.address.lower()}"):
+        job_market.voidDispute(tid, {"from": w1})
     with brownie.reverts(f"TaskNotDisputed: {tid}"):
         job_market.resolveDispute(tid, True, {"from": accounts[0]})
 
@@ -84,7 +85,7 @@ def test_auditMismatch_becomesGame_auditorOpens_andWinsAgainstCheater(game, job_
     with brownie.reverts(f"DisputeAlreadyOpen: {tid}, {gid}"):
         game.openAuditDispute(tid, {"from": v1})
     play(game, gid, CHEAT, HONEST)
-    seated = list(game.drawReferees(gid, {"from": v1}).events["RefereesDrawn"]["referees"])
+    seated = list(draw_referees(game, gid, v1).events["RefereesDrawn"]["referees"])
     assert v1 not in seated
     vote_all(game, gid, {r: C for r in seated})
     tx = game.resolve(gid, {"from": v1})
@@ -98,7 +99,7 @@ def test_auditMismatch_becomesGame_auditorOpens_andWinsAgainstCheater(game, job_
 def test_auditMismatch_lyingAuditorLoses_workerPaidWithoutAuditFee(game, job_market, stake_manager, submitter, w1):
     job_id, tid, gid, v1 = open_audit_game(game, job_market, submitter, w1, HONEST, CHEAT)
     play(game, gid, HONEST, CHEAT)
-    seated = list(game.drawReferees(gid, {"from": w1}).events["RefereesDrawn"]["referees"])
+    seated = list(draw_referees(game, gid, w1).events["RefereesDrawn"]["referees"])
     vote_all(game, gid, {r: W for r in seated})
     tx = game.resolve(gid, {"from": w1})
     assert tx.events["DisputeSettled"]["slashed"] == AUDITOR_COLLATERAL
@@ -114,19 +115,22 @@ def test_openAuditDispute_onTaskWithoutMismatch_reverts(game, job_market, submit
         game.openAuditDispute(tid, {"from": w1})
 
 
-def test_challenge_afterMatchingAudit_releasesAuditorWhenWorkerLoses(game, job_market, stake_manager, submitter, w1, challenger):
+def test_challenge_afterMatchingAudit_slashesTheConfirmingAuditorWhenWorkerLoses(game, job_market, stake_manager, submitter, w1, challenger):
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, challengeWindow=50)
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     root = root_of(CHEAT)
     job_market.commitResult(tid, commitment(root, CID, SALT, w1), {"from": w1})
-    v1 = accounts.at(job_market.taskOf(tid)[4], force=True)
+    v1 = settle_audit(job_market, tid)
     job_market.commitAudit(tid, audit_commitment(root, SALT, v1), {"from": v1})  # a colluding auditor
     job_market.revealResult(tid, root, CID, SALT, {"from": w1})
     job_market.revealAudit(tid, root, SALT, {"from": v1})
     gid, _ = challenge_task(game, tid, challenger, HONEST)
+    staked = stake_manager.stakeOf(v1)[0]
     chain.mine(CLOCK + 1)
-    game.timeout(gid, {"from": challenger})
+    tx = game.timeout(gid, {"from": challenger})
+    assert tx.events["AuditorSlashed"]["auditor"] == v1
+    assert staked - stake_manager.stakeOf(v1)[0] == AUDITOR_COLLATERAL
     assert job_market.taskOf(tid)[1] == TS.PENDING
     assert stake_manager.stakeOf(v1)[1] == 0 and stake_manager.stakeOf(w1)[1] == 0
 

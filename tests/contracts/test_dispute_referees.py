@@ -31,7 +31,7 @@ def _reputation(registry, who):
 
 def test_drawReferees_seatsDistinctNonPartyVerifiers_andLocksTheirStake(game, job_market, stake_manager, submitter, w1, challenger):
     _, _, gid = _bisected(game, job_market, submitter, w1, challenger)
-    tx = game.drawReferees(gid, {"from": challenger})
+    tx = draw_referees(game, gid, challenger)
     seated = list(tx.events["RefereesDrawn"]["referees"])
     assert len(seated) == COMMITTEE == len(set(seated))
     assert w1 not in seated and challenger not in seated
@@ -40,32 +40,36 @@ def test_drawReferees_seatsDistinctNonPartyVerifiers_andLocksTheirStake(game, jo
     g = view(game, gid)
     assert (g.status, g.committee, g.seats, g.deadline) == (GS.COMMITTING, 1, COMMITTEE, tx.block_number + COMMIT_WINDOW)
     with brownie.reverts(f"DisputeWrongStatus: {gid}, {int(GS.COMMITTING)}"):
-        game.drawReferees(gid, {"from": challenger})
+        draw_referees(game, gid, challenger)
 
 
 def test_drawReferees_whileBisecting_reverts(game, job_market, submitter, w1, challenger):
     _, tid = revealed_task(job_market, submitter, w1, CHEAT)
     gid, _ = challenge_task(game, tid, challenger, HONEST)
     with brownie.reverts(f"DisputeWrongStatus: {gid}, {int(GS.BISECTING)}"):
-        game.drawReferees(gid, {"from": challenger})
+        draw_referees(game, gid, challenger)
 
 
-def test_drawReferees_noEligibleVerifier_reverts_thenSeatsAnOddCommittee(game, job_market, pool, submitter, w1, v1, challenger, referees):
+def test_drawReferees_noEligibleVerifier_failsThatCommittee_thenSeatsAnOddCommittee(game, job_market, pool, submitter, w1, v1, challenger, referees):
     _, _, gid = _bisected(game, job_market, submitter, w1, challenger)
     for r in referees + [v1]:
         pool.leavePool({"from": r})
-    with brownie.reverts(f"DisputeNoReferees: {gid}"):
-        game.drawReferees(gid, {"from": challenger})
+    tx = draw_referees(game, gid, challenger)
+    # No eligible verifier: that committee fails (an exit, not a wait) and another is asked
+    # for, from the hash of a later block.
+    assert tx.events["CommitteeFailed"]["committee"] == 1
+    assert tx.events["RefereesRequested"]["ticket"] == tx.block_number + FUTURE
+    assert view(game, gid).status == GS.AWAITING_REFEREES
     pool.joinPool({"from": referees[0]})
     pool.joinPool({"from": referees[1]})
-    tx = game.drawReferees(gid, {"from": challenger})
+    tx = draw_referees(game, gid, challenger)
     # two eligible verifiers: a committee of one, so a vote cannot tie
     assert len(tx.events["RefereesDrawn"]["referees"]) == 1
 
 
 def test_verdictForChallenger_slashesWorker_splitsWithReferees_andRequeues(game, job_market, token, stake_manager, registry, pool, submitter, w1, w2, challenger):
     job_id, tid, gid = _bisected(game, job_market, submitter, w1, challenger)
-    seated = list(game.drawReferees(gid, {"from": challenger}).events["RefereesDrawn"]["referees"])
+    seated = list(draw_referees(game, gid, challenger).events["RefereesDrawn"]["referees"])
     reps = {r: _reputation(registry, r) for r in seated}
     burned = token.totalBurned()
     vote_all(game, gid, {r: C for r in seated})
@@ -93,7 +97,7 @@ def test_verdictForChallenger_slashesWorker_splitsWithReferees_andRequeues(game,
 
 def test_minorityAndSilentReferees_arePenalised_majoritySharesTheSlash(game, job_market, stake_manager, registry, submitter, w1, challenger):
     _, _, gid = _bisected(game, job_market, submitter, w1, challenger)
-    seated = list(game.drawReferees(gid, {"from": challenger}).events["RefereesDrawn"]["referees"])
+    seated = list(draw_referees(game, gid, challenger).events["RefereesDrawn"]["referees"])
     liar, honest, silent = seated
     before = {r: registry.identityOf(r).dict() for r in seated}
     vote_all(game, gid, {liar: W, honest: N})
@@ -102,7 +106,8 @@ def test_minorityAndSilentReferees_arePenalised_majoritySharesTheSlash(game, job
     assert tx.events["DisputeSettled"]["workerWon"] is False
     penalised = {e["referee"]: (e["penalty"], e["revealed"]) for e in tx.events["RefereePenalized"]}
     assert penalised == {liar: (REFEREE_PENALTY, True), silent: (REFEREE_PENALTY, False)}
-    assert stake_manager.credits(challenger) == 10 * E + 2 * REFEREE_PENALTY
+    # The referees' penalties are burned: no party gains from its own referees' penalties.
+    assert stake_manager.credits(challenger) == 10 * E
     assert stake_manager.credits(honest) == 20 * E * 2_000 // 10_000
     assert stake_manager.stakeOf(liar)[0] == STAKE_AMOUNT - REFEREE_PENALTY and stake_manager.stakeOf(liar)[1] == 0
     assert stake_manager.stakeOf(silent)[0] == STAKE_AMOUNT - REFEREE_PENALTY and stake_manager.stakeOf(silent)[1] == 0
@@ -117,7 +122,7 @@ def test_falseChallenger_losesBond_workerKeepsWindowAndIsPaid(game, job_market, 
     false_claim = diverged(HONEST, 3)
     _, tid, gid = _bisected(game, job_market, submitter, w1, challenger, HONEST, false_claim)
     window_left = job_market.taskOf(tid)[2]
-    seated = list(game.drawReferees(gid, {"from": challenger}).events["RefereesDrawn"]["referees"])
+    seated = list(draw_referees(game, gid, challenger).events["RefereesDrawn"]["referees"])
     vote_all(game, gid, {r: W for r in seated})
     tx = game.resolve(gid, {"from": challenger})
     assert tx.events["DisputeSettled"]["workerWon"] is True and tx.events["DisputeSettled"]["slashed"] == 20 * E
@@ -134,7 +139,7 @@ def test_falseChallenger_losesBond_workerKeepsWindowAndIsPaid(game, job_market, 
 
 def test_vote_reverts_notReferee_twice_wrongStatus_invalid_mismatch_late(game, job_market, submitter, w1, challenger):
     _, _, gid = _bisected(game, job_market, submitter, w1, challenger)
-    seated = list(game.drawReferees(gid, {"from": challenger}).events["RefereesDrawn"]["referees"])
+    seated = list(draw_referees(game, gid, challenger).events["RefereesDrawn"]["referees"])
     salt = bytes.fromhex("44" * 32)
     with brownie.reverts(f"DisputeNotReferee: {gid}, 0, {challenger.address.lower()}"):
         game.commitVote(gid, 0, vote_commitment(gid, C, salt, challenger), {"from": challenger})
@@ -172,11 +177,12 @@ def test_vote_reverts_notReferee_twice_wrongStatus_invalid_mismatch_late(game, j
     assert game.resolve(gid, {"from": challenger}).events["DisputeSettled"]["workerWon"] is False
 
 
-def test_silentCommittee_isPenalisedAndRedrawn_thenResultStandsByDefault(game, job_market, stake_manager, submitter, w1, challenger):
+def test_silentCommittee_isPenalisedAndRedrawn_thenVoidedWithoutVerdict(game, job_market, stake_manager, token, submitter, w1, challenger):
     _, tid, gid = _bisected(game, job_market, submitter, w1, challenger)
     penalties = 0
+    burned = token.totalBurned()
     for committee in range(1, 4):
-        seated = list(game.drawReferees(gid, {"from": challenger}).events["RefereesDrawn"]["referees"])
+        seated = list(draw_referees(game, gid, challenger).events["RefereesDrawn"]["referees"])
         assert view(game, gid).committee == committee
         chain.mine(COMMIT_WINDOW + 1)
         game.timeout(gid, {"from": challenger})
@@ -185,8 +191,13 @@ def test_silentCommittee_isPenalisedAndRedrawn_thenResultStandsByDefault(game, j
         assert len(tx.events["RefereePenalized"]) == len(seated)
         penalties += REFEREE_PENALTY * len(seated)
         assert all(stake_manager.stakeOf(r)[1] == 0 for r in seated)
-    # MAX_REDRAWS committees failed after the first: the worker's result stands
+    # MAX_REDRAWS committees failed after the first: no verdict. Nobody is paid or slashed
+    # (not the worker either: its result never got a verdict), and the task is redone.
     assert game.MAX_REDRAWS() == 2
-    assert tx.events["DisputeSettled"]["workerWon"] is True
-    assert stake_manager.credits(w1) == penalties + 10 * E
-    assert job_market.taskOf(tid)[1] == TS.CHALLENGE
+    assert "DisputeSettled" not in tx.events and tx.events["DisputeVoided"]["taskId"] == tid
+    assert view(game, gid).status == GS.VOIDED
+    assert stake_manager.credits(w1) == 0 and stake_manager.credits(challenger) == 0
+    assert token.totalBurned() - burned == penalties
+    assert stake_manager.stakeOf(w1)[1] == 0 and stake_manager.stakeOf(challenger)[1] == 0
+    assert stake_manager.stakeOf(w1)[0] == stake_manager.stakeOf(challenger)[0] == STAKE_AMOUNT
+    assert job_market.taskOf(tid)[1] == TS.PENDING

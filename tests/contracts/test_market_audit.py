@@ -1,5 +1,5 @@
-"""Audits: auditor drawn at commit, commits before the worker reveals, match → paid, mismatch → Disputed;
-the market side of resolving a dispute."""
+"""Audits: the draw settled from a block after the commit, the auditor commits before the worker
+reveals, match → paid, mismatch → Disputed; the market side of resolving a dispute."""
 
 import brownie
 from brownie import chain
@@ -14,10 +14,19 @@ def _committed(job_market, submitter, w1):
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     tx = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
-    return job_id, tid, tx
+    assert tx.events["AuditRequested"]["ticket"] == tx.block_number + FUTURE
+    mine_past(tx.block_number + FUTURE)
+    return job_id, tid, job_market.settleAudit(tid, {"from": submitter})
 
 
-def test_commit_withAuditRate_drawsAuditorAndLocksItsCollateral(job_market, stake_manager, submitter, w1, v1, market_isolation):
+def test_commit_withAuditRate_requestsTheDraw_settleDrawsAuditorAndLocksItsCollateral(job_market, stake_manager, submitter, w1, v1, market_isolation):
+    job_id, _ = new_job(job_market, submitter, auditRateBps=10_000)
+    early = job_market.drawTask(job_id, {"from": w1}).return_value
+    job_market.acceptTask(early, {"from": w1})
+    tx = job_market.commitResult(early, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    assert "AuditorDrawn" not in tx.events and job_market.taskOf(early)[4] == "0x" + "00" * 20
+    with brownie.reverts(f"RandomnessUnavailable: {tx.block_number + FUTURE}"):
+        job_market.settleAudit(early, {"from": submitter})
     _, tid, tx = _committed(job_market, submitter, w1)
     assert tx.events["AuditorDrawn"]["auditor"] == v1
     assert job_market.taskOf(tid)[4] == v1
@@ -46,7 +55,7 @@ def test_audit_matching_paysAuditorTheFee(job_market, stake_manager, submitter, 
     assert "AuditRevealed" in tx.events and "ChallengeWindowOpened" in tx.events
     with brownie.reverts(f"TaskAuditNotRevealable: {tid}"):
         job_market.revealAudit(tid, ROOT, SALT, {"from": v1})
-    chain.mine(6)
+    chain.mine(21)
     tx = job_market.finalize(tid, {"from": v1})
     assert tx.events["TaskFinalized"]["auditor"] == v1 and tx.events["TaskFinalized"]["auditFee"] == 2 * E
     assert job_market.credits(v1) == 2 * E and job_market.credits(submitter) == 0
@@ -86,7 +95,7 @@ def _mismatched(job_market, submitter, w1, v1):
 def test_resolveDispute_workerWon_paysWorkerWithoutAuditFee(job_market, stake_manager, submitter, deployer, w1, v1, market_isolation):
     # The DisputeGame settles stakes itself (tests/contracts/test_dispute_*.py); the market only moves the task.
     _, tid = _mismatched(job_market, submitter, w1, v1)
-    with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(DISPUTE_ROLE[2:])}"):
+    with brownie.reverts(f"MarketNotDisputeGame: {w1.address.lower()}"):
         job_market.resolveDispute(tid, True, {"from": w1})
     tx = job_market.resolveDispute(tid, True, {"from": deployer})
     assert tx.events["DisputeResolved"]["workerWon"] is True
@@ -113,4 +122,6 @@ def test_noEligibleAuditor_waivesAudit(job_market, pool, submitter, w1, v1, mark
     pool.leavePool({"from": v1})
     _, tid, tx = _committed(job_market, submitter, w1)
     assert "AuditWaived" in tx.events and job_market.taskOf(tid)[4] == "0x" + "00" * 20
+    with brownie.reverts(f"TaskAuditNotDue: {tid}"):
+        job_market.settleAudit(tid, {"from": submitter})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})

@@ -34,7 +34,7 @@ def test_gas_oneTaskLife_noAudit_staysUnder400k(job_market, submitter, w1, marke
     gas["accept"] = job_market.acceptTask(tid, {"from": w1}).gas_used
     gas["commit"] = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1}).gas_used
     gas["reveal"] = job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1}).gas_used
-    chain.mine(6)
+    chain.mine(21)
     gas["finalize"] = job_market.finalize(tid, {"from": w1}).gas_used
     total = sum(gas.values())
     print("task life gas:", gas, "total", total)

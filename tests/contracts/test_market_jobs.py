@@ -16,12 +16,13 @@ def test_createJob_byNonSubmitter_reverts(job_market, w1, market_isolation):
 def test_createJob_invalidParams_revert(job_market, submitter, market_isolation):
     with brownie.reverts("JobInvalidShape: 0, 2"):
         job_market.createJob(job_params(shards=0), {"from": submitter})
-    with brownie.reverts("JobInvalidWindows: "):
+    with brownie.reverts("JobWindowTooShort: 5"):
         job_market.createJob(job_params(revealWindow=0), {"from": submitter})
     with brownie.reverts("JobInvalidExpiry: 1"):
         job_market.createJob(job_params(expiryBlock=1), {"from": submitter})
     with brownie.reverts(f"JobEscrowTooLarge: {(2**32) * (2**32 - 1) * (2 * (2**96 - 1))}"):
-        job_market.createJob(job_params(shards=2**32 - 1, rounds=2**32 - 1, rewardPerTask=2**96 - 1, auditFee=2**96 - 1), {"from": submitter})
+        job_market.createJob(job_params(shards=2**32 - 1, rounds=2**32 - 1, rewardPerTask=2**96 - 1, auditFee=2**96 - 1,
+                                        workerCollateral=2**96 - 1), {"from": submitter})
     with brownie.reverts("JobInvalidAuditRate: 10001"):
         job_market.createJob(job_params(auditRateBps=10_001), {"from": submitter})
 
@@ -75,7 +76,7 @@ def test_cancelJob_refundsUndrawnAtOnce_inFlightFinishes_andPendingClosed(job_ma
         job_market.closeTask(running, {"from": w1})
     job_market.commitResult(running, commitment(ROOT, CID, SALT, w1), {"from": w1})
     job_market.revealResult(running, ROOT, CID, SALT, {"from": w1})
-    chain.mine(6)
+    chain.mine(21)
     job_market.finalize(running, {"from": w1})
     job_market.refundSurplus(job_id, {"from": w1})
     assert job_market.jobOf(job_id).dict()["escrow"] == 0
@@ -119,11 +120,21 @@ def test_drawTask_withEmptyPool_reverts(job_market, pool, submitter, w1, market_
 
 def test_constructor_invalidConfig_reverts(JobMarket, token, registry, stake_manager, pool, deployer, market_isolation):
     with brownie.reverts("MarketInvalidConfig: "):
-        JobMarket.deploy(token, registry, stake_manager, pool, (10_001, 0, 1, 0), {"from": deployer})
+        JobMarket.deploy(token, registry, stake_manager, pool, (10_001, 100, 1, 0), {"from": deployer})
+
+
+def test_wiring_onlyByTheDeployer_andClosedOnceSealed(job_market, pool, deployer, w1, market_isolation):
+    with brownie.reverts(f"MarketWiringClosed: {w1.address.lower()}"):
+        job_market.wireDisputeGame(w1, {"from": w1})
+    with brownie.reverts(f"MarketWiringClosed: {w1.address.lower()}"):
+        job_market.sealWiring({"from": w1})
+    tx = job_market.sealWiring({"from": deployer})
+    assert "WiringSealed" in tx.events and job_market.wiringSealed()
+    with brownie.reverts(f"MarketWiringClosed: {deployer.address.lower()}"):
+        job_market.wireDisputeGame(w1, {"from": deployer})
+    assert not job_market.isDisputeGame(w1)
 
 
 def test_renounceRole_forOtherAccount_reverts(job_market, pool, deployer, w1, market_isolation):
-    with brownie.reverts("AccessControlBadConfirmation: "):
-        job_market.renounceRole(DISPUTE_ROLE, w1, {"from": deployer})
     with brownie.reverts("AccessControlBadConfirmation: "):
         pool.renounceRole(pool.MARKET_ROLE(), w1, {"from": deployer})

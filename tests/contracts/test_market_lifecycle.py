@@ -36,7 +36,7 @@ def test_oneTask_fullLife_paysWorkerAndRefundsUnusedAuditFee(job_market, token, 
     assert "ChallengeWindowOpened" in tx.events and job_market.taskOf(tid)[1] == TS.CHALLENGE
     with brownie.reverts(f"TaskChallengeWindowOpen: {tid}, {tx.events['ChallengeWindowOpened']['deadline']}"):
         job_market.finalize(tid, {"from": w1})
-    chain.mine(6)
+    chain.mine(21)
     tx = job_market.finalize(tid, {"from": w1})
     assert tx.events["TaskFinalized"]["reward"] == 10 * E
     assert job_market.credits(w1) == 10 * E
@@ -68,7 +68,7 @@ def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, 
     job_market.acceptTask(t1, {"from": w1})
     job_market.commitResult(t1, commitment(ROOT, CID, SALT, w1), {"from": w1})
     job_market.revealResult(t1, ROOT, CID, SALT, {"from": w1})
-    chain.mine(6)
+    chain.mine(21)
     job_market.finalize(t1, {"from": w1})
     agg_root = "0x" + "cc" * 32
     agg = job_market.drawTask(job_id, {"from": w1}).return_value
@@ -76,7 +76,7 @@ def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, 
     job_market.acceptTask(agg, {"from": w1})
     job_market.commitResult(agg, commitment(agg_root, "bafyround1", SALT, w1), {"from": w1})
     job_market.revealResult(agg, agg_root, "bafyround1", SALT, {"from": w1})
-    chain.mine(6)
+    chain.mine(21)
     tx = job_market.finalize(agg, {"from": w1})
     ev = tx.events["RoundAdvanced"]
     assert (ev["round"], ev["checkpointCid"], ev["checkpointHash"]) == (1, "bafyround1", agg_root)
@@ -111,7 +111,7 @@ def test_finalizeMany_finalizesReadyTasks_andSkipsOthers(job_market, submitter, 
     pool.joinPool({"from": w2})
     job_id, _ = new_job(job_market, submitter, shards=3)
     ids = [run_task(job_market, job_id, w1, finalize=False) for _ in range(2)]
-    chain.mine(6)
+    chain.mine(21)
     tx = job_market.finalizeMany(ids + [12345], {"from": w1})
     assert tx.return_value == 2 and len(tx.events["TaskFinalized"]) == 2
     with brownie.reverts(f"MarketBatchTooLarge: 33, 32"):

@@ -66,7 +66,7 @@ def test_commitTimeout_penalisesWorkerToSubmitter_andRequeues(job_market, stake_
     assert "TaskRequeued" in tx.events and job_market.jobOf(job_id).dict()["pendingCount"] == 1
 
 
-def test_revealTimeout_penalisesWorker(job_market, stake_manager, submitter, w1, market_isolation):
+def test_revealTimeout_slashesTheWholeCollateral(job_market, stake_manager, submitter, w1, market_isolation):
     _, tid = _drawn(job_market, submitter, w1)
     job_market.acceptTask(tid, {"from": w1})
     job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
@@ -75,6 +75,7 @@ def test_revealTimeout_penalisesWorker(job_market, stake_manager, submitter, w1,
     chain.mine(11)
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["phase"] == TS.COMMITTED and tx.events["TaskTimedOut"]["account"] == w1
+    assert tx.events["TaskTimedOut"]["penalty"] == 20 * E  # silence after a commitment: as losing
     assert job_market.taskOf(tid)[1] == TS.PENDING
 
 
@@ -82,20 +83,26 @@ def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_m
     _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
     job_market.acceptTask(tid, {"from": w1})
     job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    assert settle_audit(job_market, tid) == v1
     pool.leavePool({"from": v1})
     pool.joinPool({"from": v2})
     chain.mine(21)
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["account"] == v1 and tx.events["TaskTimedOut"]["penalty"] == AUDITOR_PENALTY
-    assert tx.events["AuditorDrawn"]["auditor"] == v2
+    assert tx.events["AuditRequested"]["ticket"] == tx.block_number + FUTURE
+    assert settle_audit(job_market, tid) == v2
     assert stake_manager.stakeOf(v1)[1] == 0 and stake_manager.credits(submitter) == AUDITOR_PENALTY
     assert registry.identityOf(v1).dict()["history"]["tasksTimedOut"] == 1
     pool.leavePool({"from": v2})
     chain.mine(21)
-    tx = job_market.timeoutTask(tid, {"from": submitter})
+    job_market.timeoutTask(tid, {"from": submitter})
+    mine_past(job_market.taskOf(tid)[2] - 10)
+    tx = job_market.settleAudit(tid, {"from": submitter})
     assert "AuditWaived" in tx.events
+    with brownie.reverts(f"TaskAuditNotDue: {tid}"):
+        job_market.settleAudit(tid, {"from": submitter})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
-    chain.mine(6)
+    chain.mine(21)
     job_market.finalize(tid, {"from": w1})
     job_market.refundSurplus(tid >> 64, {"from": w1})
     assert job_market.credits(submitter) == 2 * E  # the unused audit fee
@@ -105,11 +112,13 @@ def test_auditRevealTimeout_penalisesAuditor_andResultStands(job_market, stake_m
     _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
     job_market.acceptTask(tid, {"from": w1})
     job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    settle_audit(job_market, tid)
     job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
     chain.mine(11)
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["account"] == v1 and "ChallengeWindowOpened" in tx.events
+    assert tx.events["TaskTimedOut"]["penalty"] == AUDITOR_COLLATERAL  # silent after its commitment
     assert stake_manager.stakeOf(v1)[1] == 0
     with brownie.reverts(f"TaskAuditNotRevealable: {tid}"):
         job_market.revealAudit(tid, ROOT, SALT, {"from": v1})
@@ -132,6 +141,7 @@ def test_auditCommit_afterDeadline_reverts(job_market, submitter, w1, v1, market
     _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
     job_market.acceptTask(tid, {"from": w1})
     job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    settle_audit(job_market, tid)
     chain.mine(21)
     with brownie.reverts(f"TaskDeadlinePassed: {tid}, {job_market.taskOf(tid)[2]}"):
         job_market.commitAudit(tid, ROOT, {"from": v1})

@@ -374,16 +374,18 @@ def test_withdraw_paysCredits_once(stake_manager, token, staked, market, alice, 
 
 
 def test_setSlashSplit_updates_andApplies(stake_manager, staked, deployer, market, alice, bob, accounts):
-    tx = stake_manager.setSlashSplit(6_000, 4_000, {"from": deployer})
+    tx = stake_manager.setSlashSplit(6_000, 3_000, {"from": deployer})
     assert tx.events["SlashSplitUpdated"]["winnerBps"] == 6_000
-    assert tx.events["SlashSplitUpdated"]["refereeBps"] == 4_000
+    assert tx.events["SlashSplitUpdated"]["refereeBps"] == 3_000
     tx = stake_manager.slash(alice, 1_000, bob, [accounts[5]], {"from": market})
     event = tx.events["StakeSlashed"]
-    assert (event["toWinner"], event["toReferees"], event["burned"]) == (600, 400, 0)
-    assert "TokensBurned" not in tx.events
+    assert (event["toWinner"], event["toReferees"], event["burned"]) == (600, 300, 100)
 
 
-def test_setSlashSplit_overFullShare_reverts(stake_manager, deployer):
+def test_setSlashSplit_burningLessThanTheFloor_reverts(stake_manager, deployer):
+    assert stake_manager.MIN_BURN_BPS() == 1_000
+    with brownie.reverts("StakeInvalidSplit: 9000, 1"):
+        stake_manager.setSlashSplit(9_000, 1, {"from": deployer})
     with brownie.reverts("StakeInvalidSplit: 9000, 1001"):
         stake_manager.setSlashSplit(9_000, 1_001, {"from": deployer})
 
@@ -406,9 +408,28 @@ def test_setUnbondingDelay_outOfRange_reverts(stake_manager, deployer, delay):
     [lambda sm, s: sm.setSlashSplit(1, 1, s), lambda sm, s: sm.setUnbondingDelay(3, s)],
     ids=["split", "delay"],
 )
-def test_adminCalls_byNonAdmin_revert(stake_manager, market, call):
-    with brownie.reverts(f"AccessControlUnauthorizedAccount: {lo(market)}, {ADMIN!r}"):
+def test_parameterCalls_withoutParameterRole_revert(stake_manager, market, call):
+    role = bytes.fromhex(stake_manager.PARAMETER_ROLE().hex().removeprefix("0x"))
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {lo(market)}, {role!r}"):
         call(stake_manager, {"from": market})
+
+
+def test_setListener_onlyOnce_andByAdmin(stake_manager, deployer, market, alice):
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {lo(alice)}, {ADMIN!r}"):
+        stake_manager.setListener(alice, {"from": alice})
+    stake_manager.setListener(market, {"from": deployer})
+    with brownie.reverts(f"StakeListenerAlreadySet: {lo(market)}"):
+        stake_manager.setListener(alice, {"from": deployer})
+
+
+def test_forfeit_burnsFromStake_creditsNobody(stake_manager, token, staked, market, alice):
+    burned = token.totalBurned()
+    tx = stake_manager.forfeit(alice, 300, {"from": market})
+    assert tx.events["StakeForfeited"]["amount"] == 300 and tx.return_value == 300
+    assert token.totalBurned() - burned == 300
+    assert stake_manager.totalCredits() == 0
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {lo(alice)}, {MARKET!r}"):
+        stake_manager.forfeit(alice, 1, {"from": alice})
 
 
 def test_renounceRole_forAnotherAccount_reverts(stake_manager, market, alice):

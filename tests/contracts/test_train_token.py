@@ -17,7 +17,7 @@ SECP256K1_HALF_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F4
 @pytest.fixture
 def public_token(TrainToken, deployer):
     """The same bytecode deployed as if on a public chain (devnet = false)."""
-    return TrainToken.deploy(False, {"from": deployer})
+    return TrainToken.deploy(False, [deployer], [1_000 * 10**18], {"from": deployer})
 
 
 def test_deploy_setsMetadataOwnerAndDevnetFlag(token, deployer):

@@ -3,8 +3,8 @@
 Tests that need a job with finalized rounds (``job status``, ``job results``) create the
 job through the CLI and then call :meth:`MarketDriver.run_job`. Each task is played in
 order with raw transactions: draw, accept, compute from verified inputs
-(:func:`~truetrain.market.compute_task`), publish, commit, audit when one is drawn,
-reveal, mine past the challenge window and finalize. Whoever the pool draws is played
+(:func:`~truetrain.market.compute_task`), publish, commit, settle the audit draw (mining past
+its ticket) and audit when one is drawn, reveal, mine past the challenge window and finalize. Whoever the pool draws is played
 with that Anvil account's well-known key, so any dev account that staked may be drawn.
 """
 
@@ -18,7 +18,7 @@ from truetrain.chain.client import dev_account, dev_accounts
 from truetrain.chain.handles import connect_deployment
 from truetrain.hardware import detect
 from truetrain.market import (JobStatus, MarketReader, TaskStatus, TaskView, audit_commitment, compute_task, new_salt,
-                              publish_result, result_commitment)
+                              pending_audit_draw, publish_result, result_commitment)
 from truetrain.storage import StorageClient, StorageSettings
 
 E = 10**18
@@ -92,7 +92,12 @@ class MarketDriver:
         salt = new_salt()
         receipt = self.send(self.market.functions.commitResult(
             task_id, result_commitment(computed.root, cid, salt, worker.address)), worker)
-        auditors = self.events(receipt, "AuditorDrawn")
+        auditors = []
+        draw = pending_audit_draw(self.client.w3, TaskView.read(self.market, task_id), self.reader.job(job_id))
+        if draw is not None:  # the audit draw settles from the hash of a later block
+            self.mine(max(1, draw.ticket - self.client.w3.eth.block_number + 1))
+            receipt = self.send(self.market.functions.settleAudit(task_id), self.keeper)
+            auditors = self.events(receipt, "AuditorDrawn")
         if auditors:
             auditor = self.keys[auditors[0]["auditor"]]
             replayed = compute_task(self.reader, task_id)  # the auditor re-executes from the same inputs

@@ -25,7 +25,7 @@ SUBMITTER = 1
 class MarketNet:
     def __init__(self, home: Path, ipfs_nodes: int = 1, params: StackParams = StackParams(unbonding_delay_blocks=5)):
         self.home = home
-        self.anvil = start_anvil(free_port(), block_time=1, mixed_mining=True, log_path=home / "anvil.log")
+        self.anvil = start_anvil(free_port(), block_time=0.5, mixed_mining=True, log_path=home / "anvil.log")
         self.nodes = []
         self.daemons: list[DaemonProcess] = []
         try:

@@ -23,7 +23,7 @@ from truetrain.cli import main
 
 E = 10**18
 TINY_JOB = ["--shards", "2", "--rounds", "2", "--steps", "20", "--checkpoint-interval", "10", "--hidden", "32",
-            "--challenge-window", "2", "--audit-rate", "1", "--name", "tiny"]
+            "--compute-window", "20", "--challenge-window", "20", "--audit-rate", "1", "--name", "tiny"]
 
 
 class Net:

@@ -10,7 +10,7 @@ from truetrain.chain.client import ChainClient, dev_accounts
 from truetrain.chain.deploy import GRANTS, STEPS, deploy_stack
 from truetrain.chain.deployment import read_deployment
 from truetrain.chain.devnet import DEV_CHAIN_ID, free_port, start_anvil
-from truetrain.errors import DeploymentError
+from truetrain.errors import ContractRevert, DeploymentError
 
 
 @pytest.fixture
@@ -20,13 +20,13 @@ def anvil(TrainToken):  # the brownie fixture makes sure build/contracts is comp
     node.stop()
 
 
-def test_deploy_writes_file_grants_roles_and_reuses_on_rerun(anvil, tmp_path):
+def test_deploy_writes_file_grants_roles_seals_and_reuses_on_rerun(anvil, tmp_path):
     client, deployer = ChainClient(anvil.url), dev_accounts(1)[0]
     first = deploy_stack(client, deployer, folder=tmp_path)
     assert first.deployed == [s.key for s in STEPS] and first.reused == []
-    assert len(first.granted) == len(GRANTS)
+    assert len(first.granted) == len(GRANTS) + 2  # + the stake listener and the market's dispute game
     recorded = json.loads((tmp_path / f"{DEV_CHAIN_ID}.json").read_text())
-    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "market", "game"}
+    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "recovery", "market", "game", "timelock"}
     assert recorded["contracts"]["market"]["name"] == "JobMarket"
     assert recorded["contracts"]["game"]["name"] == "DisputeGame"
     pool = client.contract("WorkerPool", first.deployment.address("pool"))
@@ -34,11 +34,44 @@ def test_deploy_writes_file_grants_roles_and_reuses_on_rerun(anvil, tmp_path):
     assert client.call(pool.functions.hasRole(client.call(pool.functions.MARKET_ROLE()), market))
     market_contract = client.contract("JobMarket", market)
     game = first.deployment.address("game")
-    assert client.call(market_contract.functions.hasRole(client.call(market_contract.functions.DISPUTE_ROLE()), game))
+    assert client.call(market_contract.functions.isDisputeGame(game))
+    assert client.call(market_contract.functions.wiringSealed())
+    assert sorted(first.sealed) == sorted(["stake.PARAMETER_ROLE", "stake.DEFAULT_ADMIN_ROLE",
+                                           "registry.DEFAULT_ADMIN_ROLE", "pool.DEFAULT_ADMIN_ROLE", "market.wiring"])
 
     second = deploy_stack(client, deployer, folder=tmp_path)
-    assert second.deployed == [] and second.granted == []
+    assert second.deployed == [] and second.granted == [] and second.sealed == []
     assert second.deployment.address("market") == market
+
+
+def test_sealedDeployment_adminCannotTakeStakes(anvil, tmp_path):
+    """Finding 3's proof of concept against a real deployment: the deployer tries to grant
+    itself MARKET_ROLE (to move a staker's tokens), to wire itself as a dispute game, and to
+    have the timelock it proposes to grant it; each is refused."""
+    client, deployer = ChainClient(anvil.url), dev_accounts(1)[0]
+    report = deploy_stack(client, deployer, folder=tmp_path)
+    stake = client.contract("StakeManager", report.deployment.address("stake"))
+    market = client.contract("JobMarket", report.deployment.address("market"))
+    timelock = client.contract("ParameterTimelock", report.deployment.address("timelock"))
+    role = client.call(stake.functions.MARKET_ROLE())
+    with pytest.raises(ContractRevert) as refused:
+        client.transact(stake.functions.grantRole(role, deployer.address), deployer)
+    assert refused.value.error == "AccessControlUnauthorizedAccount"
+    with pytest.raises(ContractRevert) as refused:
+        client.transact(market.functions.wireDisputeGame(deployer.address), deployer)
+    assert refused.value.error == "MarketWiringClosed"
+    grant = stake.encode_abi("grantRole", args=[role, deployer.address])
+    zero = bytes(32)
+    client.transact(timelock.functions.schedule(stake.address, 0, grant, zero, zero, 0), deployer)  # devnet delay 0
+    with pytest.raises(ContractRevert) as refused:
+        client.transact(timelock.functions.execute(stake.address, 0, grant, zero, zero), deployer)
+    assert refused.value.error == "AccessControlUnauthorizedAccount"
+    assert not client.call(stake.functions.hasRole(role, deployer.address))
+    # what the timelock may do: a bounded parameter, after its delay (0 here)
+    split = stake.encode_abi("setSlashSplit", args=[4_000, 2_000])
+    client.transact(timelock.functions.schedule(stake.address, 0, split, zero, zero, 0), deployer)
+    client.transact(timelock.functions.execute(stake.address, 0, split, zero, zero), deployer)
+    assert client.call(stake.functions.slashWinnerBps()) == 4_000
 
 
 def test_deploy_after_devnet_restart_deploys_afresh(anvil, tmp_path):

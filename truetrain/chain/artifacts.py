@@ -24,16 +24,36 @@ class Artifact:
     deployed_bytecode: str
 
 
-def load_artifact(name: str, build_dir: Path = BUILD_CONTRACTS) -> Artifact:
-    """Read ``build_dir/<name>.json``; raise :class:`DeploymentError` when it is missing."""
+def load_artifact(name: str, build_dir: Path = BUILD_CONTRACTS, libraries: dict[str, str] | None = None) -> Artifact:
+    """Read ``build_dir/<name>.json``; raise :class:`DeploymentError` when it is missing. With
+    ``libraries`` (name → address) the bytecode is linked, ready to deploy, and a library it
+    needs but was not given is refused too."""
     path = build_dir / f"{name}.json"
     if not path.exists():
         raise DeploymentError(f"no compiled artifact for {name} in {build_dir}: run `make compile`")
     data = json.loads(path.read_text())
     bytecode = data.get("bytecode") or ""
-    if "__" in bytecode:
-        raise DeploymentError(f"{name} needs linked libraries, which deploy does not support")
+    if libraries is not None:
+        bytecode = _link(name, bytecode, libraries)
     return Artifact(name, data["abi"], bytecode, data.get("deployedBytecode") or "")
+
+
+def linked_libraries(name: str, build_dir: Path = BUILD_CONTRACTS) -> list[str]:
+    """Names of the external libraries ``name``'s bytecode must be linked with."""
+    data = json.loads((build_dir / f"{name}.json").read_text())
+    return sorted({lib for refs in data.get("linkReferences", {}).values() for lib in refs})
+
+
+def _link(name: str, bytecode: str, libraries: dict[str, str]) -> str:
+    """Replace brownie's placeholders ``__<Library>___…`` (40 hex characters wide) by the
+    libraries' addresses."""
+    for library, address in libraries.items():
+        marker = f"__{library}".ljust(40, "_")
+        bytecode = bytecode.replace(marker, address.lower().removeprefix("0x"))
+    if "__" in bytecode:
+        missing = bytecode[bytecode.index("__"):][:40].strip("_")
+        raise DeploymentError(f"{name} needs the library {missing} deployed and linked first")
+    return bytecode
 
 
 def _signature(item: dict) -> str:

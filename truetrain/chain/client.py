@@ -140,9 +140,11 @@ class ChainClient:
         """A handle on the deployed contract ``name`` at ``address``."""
         return self.w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_artifact(name).abi)
 
-    def deploy(self, name: str, *args, sender: LocalAccount) -> tuple[Contract, Receipt]:
-        """Deploy ``name`` with constructor ``args``; return the handle and the receipt."""
-        artifact = load_artifact(name)
+    def deploy(self, name: str, *args, sender: LocalAccount,
+               libraries: dict[str, str] | None = None) -> tuple[Contract, Receipt]:
+        """Deploy ``name`` with constructor ``args`` (linked with ``libraries``: name →
+        address); return the handle and the receipt."""
+        artifact = load_artifact(name, libraries=libraries or {})
         factory = self.w3.eth.contract(abi=artifact.abi, bytecode=artifact.bytecode)
         receipt = self._send(factory.constructor(*args), sender)
         address = receipt.raw["contractAddress"]

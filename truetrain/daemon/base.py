@@ -180,7 +180,7 @@ class Daemon:
         """An audit of a task of ours mismatched: open its dispute game unless someone did."""
         task = self.reader.task(entry.task_id)
         game_id = self.game.functions.gameOfTask(entry.task_id).call()
-        open_game = game_id != 0 and self.game_view(game_id).status != GameStatus.RESOLVED
+        open_game = game_id != 0 and self.game_view(game_id).status not in (GameStatus.RESOLVED, GameStatus.VOIDED)
         if task.status != TaskStatus.DISPUTED or open_game:
             self.book.close_entry(entry.task_id, entry.kind, "done", f"game {game_id}")
             return

@@ -3,7 +3,8 @@
 Nobody in particular is paid to draw a job's next task, to time out a late worker or to
 finalize a task whose challenge window is over, so any daemon may do it (``keeper = true``).
 The keeper learns every task's current deadline from events (``due`` = deadline + 1 in its
-book) and looks at a task again only once that block is reached; it reads the task from the
+book; for an audit draw, the block after its ticket, when it settles a drawn audit by drawing
+the auditor) and looks at a task again only once that block is reached; it reads the task from the
 chain before it acts, and a call that gas estimation refuses sends nothing.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from truetrain.errors import ContractRevert
-from truetrain.market import TaskStatus
+from truetrain.market import TaskStatus, pending_audit_draw
 
 log = logging.getLogger("truetrain.keeper")
 
@@ -21,7 +22,7 @@ KIND = "keep"
 DEADLINE_ARGS = {
     "TaskDrawn": "acceptDeadline", "TaskAccepted": "commitDeadline", "ResultCommitted": "revealDeadline",
     "AuditorDrawn": "auditDeadline", "AuditCommitted": "revealDeadline", "AuditWaived": "revealDeadline",
-    "ChallengeWindowOpened": "deadline",
+    "ChallengeWindowOpened": "deadline", "AuditRequested": "ticket",
 }
 ENDED = {"TaskFinalized", "TaskClosed", "TaskRequeued"}
 JOB_ENDED = {"JobCompleted", "JobCancelled", "JobExpired"}
@@ -63,7 +64,12 @@ class Keeper:
             if task.status in (TaskStatus.FINALIZED, TaskStatus.CLOSED, TaskStatus.PENDING, TaskStatus.NONE):
                 self.book.close_entry(entry.task_id, KIND, "done")
             elif block <= task.deadline:
-                self.book.set_due(entry.task_id, KIND, task.deadline + 1)
+                draw = pending_audit_draw(self.daemon.client.w3, task, self.daemon.reader.job(task.job_id))
+                if draw is not None and draw.ready and draw.audited:
+                    # An audit was drawn from the ticket's hash: draw its auditor.
+                    self.act("settleAudit", self.daemon.market.functions.settleAudit(entry.task_id), entry.task_id)
+                else:
+                    self.book.set_due(entry.task_id, KIND, task.deadline + 1)
             elif task.status == TaskStatus.CHALLENGE_WINDOW:
                 finalizable.append(entry.task_id)
             elif task.status in TIMEOUTABLE:
@@ -78,8 +84,8 @@ class Keeper:
 
     def act(self, name: str, call, task_id: int) -> None:
         try:
-            # A timeout may draw another auditor: a random path.
-            self.daemon.send(name, call, random_path=name == "timeoutTask")
+            # A timeout may redraw the task, an audit settle draws an auditor: random paths.
+            self.daemon.send(name, call, random_path=name in ("timeoutTask", "settleAudit"))
         except ContractRevert as exc:  # another keeper was first, or the state moved on
             log.info("%s of task %s refused: %s", name, task_id, exc.error)
             self.book.set_due(task_id, KIND, self.daemon.block + 1)

@@ -18,6 +18,7 @@ class GameStatus(IntEnum):
     COMMITTING = 3
     REVEALING = 4
     RESOLVED = 5
+    VOIDED = 6
 
 
 class Party(IntEnum):

@@ -17,6 +17,9 @@ from .planner import claims_for
 
 log = logging.getLogger("truetrain.dispute")
 
+#: FutureRandomness.WINDOW: blocks a ticket's hash stays readable.
+RANDOMNESS_WINDOW = 256
+
 #: (checkpoint hashes, their CIDs), in leaf order: what the party committed to.
 Trace = tuple[list[bytes], list[str]]
 
@@ -33,11 +36,14 @@ class GameDriver:
 
     def step(self, game_id: int, trace: Callable[[], Trace]) -> str | None:
         """Move game ``game_id`` on; ``trace()`` is called only when a move is due. Returns
-        "won" or "lost" once the game is resolved, else None."""
+        "won" or "lost" once the game is resolved, "void" when it ended without a verdict,
+        else None."""
         g = GameView.read(self.game, game_id)
         me = g.party(self.address)
         if g.status == GameStatus.RESOLVED:
             return "won" if g.worker_won == (me == Party.WORKER) else "lost"
+        if g.status == GameStatus.VOIDED:
+            return "void"
         block = self.w3.eth.block_number
         calls = self.game.functions
         if g.status == GameStatus.BISECTING:
@@ -48,8 +54,12 @@ class GameDriver:
                 log.info("dispute move", extra={"game": game_id, "positions": [c.position for c in claims]})
             elif block > g.clock_expires_at():
                 self.send("timeout", calls.timeout(game_id))
-        elif g.status == GameStatus.AWAITING_REFEREES:
-            self.send("drawReferees", calls.drawReferees(game_id), random_path=True)
+        elif g.status == GameStatus.AWAITING_REFEREES and block > g.deadline:
+            # The committee is drawn from the hash of the ticket block (`deadline`): from the
+            # next block on, and as a failed draw once that hash can no longer be read.
+            lapsed = block > g.deadline + RANDOMNESS_WINDOW
+            self.send("timeout" if lapsed else "drawReferees",
+                      calls.timeout(game_id) if lapsed else calls.drawReferees(game_id), random_path=True)
         elif g.status == GameStatus.COMMITTING and block > g.deadline:
             self.send("timeout", calls.timeout(game_id))
         elif g.status == GameStatus.REVEALING and (g.revealed == g.committed or block > g.deadline):

@@ -5,6 +5,7 @@ Worker, verifier and submitter all go through this package, so the three agree o
 task's inputs are found and checked and on what a result looks like on IPFS.
 """
 
+from .audit_draw import AuditDraw, pending_audit_draw
 from .codes import (ROLE_SUBMITTER, ROLE_VERIFIER, ROLE_WORKER, JobStatus, TaskStatus, decode_task_id,
                     encode_task_id)
 from .commitments import audit_commitment, new_salt, result_commitment
@@ -14,7 +15,8 @@ from .results import ResultBundle, publish_result
 from .views import JobView, TaskView
 
 __all__ = [
-    "ROLE_SUBMITTER", "ROLE_VERIFIER", "ROLE_WORKER", "ComputedResult", "JobStatus", "JobView",
+    "ROLE_SUBMITTER", "ROLE_VERIFIER", "ROLE_WORKER", "AuditDraw", "ComputedResult", "JobStatus", "JobView",
     "MarketReader", "ResultBundle", "TaskStatus", "TaskView", "audit_commitment", "compute_task",
-    "decode_task_id", "encode_task_id", "new_salt", "publish_result", "result_commitment",
+    "decode_task_id", "encode_task_id", "new_salt", "pending_audit_draw", "publish_result",
+    "result_commitment",
 ]

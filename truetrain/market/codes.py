@@ -29,8 +29,9 @@ class TaskStatus(IntEnum):
     CLOSED = 9
 
 
-#: Task.flags bits.
-FLAG_AUDIT_COMMITTED, FLAG_AUDIT_REVEALED, FLAG_CHALLENGED = 1, 2, 4
+#: Task.flags bits (TaskFlow): the auditor committed, revealed; the task was challenged; its
+#: audit draw was settled; an audit was drawn (another auditor is due after a timeout).
+FLAG_AUDIT_COMMITTED, FLAG_AUDIT_REVEALED, FLAG_CHALLENGED, FLAG_AUDIT_SETTLED, FLAG_AUDIT_DUE = 1, 2, 4, 8, 16
 
 
 def encode_task_id(job_id: int, round_index: int, index: int) -> int:

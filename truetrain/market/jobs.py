@@ -17,9 +17,11 @@ class JobTerms:
     audit_fee: int
     worker_collateral: int
     accept_window: int = 20
-    compute_window: int = 300
+    compute_window: int = 60
     reveal_window: int = 60
-    challenge_window: int = 5
+    #: At least the compute window (the contracts refuse less): a third party must be able to
+    #: re-run the task and challenge it in time.
+    challenge_window: int = 60
     device_class: int = 1
     memory_mib: int = 1024
     preferred_region: int = 0

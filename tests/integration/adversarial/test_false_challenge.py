@@ -30,7 +30,7 @@ from truetrain.training import aggregate, run_task
 from truetrain.training.merkle import merkle_root
 
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=20, compute_window=300, reveal_window=60, challenge_window=60, audit_rate_bps=0)
+                 accept_window=20, compute_window=60, reveal_window=60, challenge_window=60, audit_rate_bps=0)
 WORKER, KEEPER, REFEREES, LIAR = 2, 5, (6, 7, 8), 12
 STEPS, INTERVAL = 40, 5
 

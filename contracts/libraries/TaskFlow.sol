@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {IJobMarket} from "../interfaces/IJobMarket.sol";
+import {IWorkerPool} from "../interfaces/IWorkerPool.sol";
+import {IIdentityRegistry} from "../interfaces/IIdentityRegistry.sol";
+import {IStakeManager} from "../interfaces/IStakeManager.sol";
+import {TaskIds} from "./TaskIds.sol";
+import {Escrow} from "./Escrow.sol";
+
+/// @notice Everything JobMarket stores, in one struct so that its libraries can be handed the
+/// whole state (Uniswap v4 / BoLD style). Totals share slots: a payout updates both totals in
+/// one slot, and once a job exists the nonce write is never a zero-to-nonzero store.
+struct MarketStore {
+    mapping(uint256 jobId => IJobMarket.Job) jobs;
+    mapping(uint256 taskId => IJobMarket.Task) tasks;
+    mapping(uint256 jobId => mapping(uint256 slot => uint256 taskId)) pending;
+    mapping(uint256 jobId => string cid) revealedCheckpointCid;
+    mapping(address submitter => uint256[] jobIds) jobsBySubmitter;
+    mapping(address account => uint256 amount) credits;
+    uint128 totalEscrow;
+    uint128 totalCredits;
+    uint128 jobCount;
+    uint128 nonce;
+}
+
+/// @notice JobMarket's collaborators and fixed parameters, handed to its libraries.
+struct MarketDeps {
+    IWorkerPool pool;
+    IStakeManager stakeManager;
+    IIdentityRegistry registry;
+    uint16 timeoutPenaltyBps;
+    uint16 acceptPenaltyBps;
+    uint96 auditorCollateral;
+    uint96 auditorPenalty;
+}
+
+/// @title TaskFlow: the task moves JobMarket and TaskRecovery share
+/// @notice Offering a task, sending it back, closing it, paying it, crediting and refunding.
+/// Internal functions: each caller carries its own copy.
+library TaskFlow {
+    uint8 internal constant FLAG_AUDIT_COMMITTED = 1;
+    uint8 internal constant FLAG_AUDIT_REVEALED = 2;
+    uint8 internal constant FLAG_CHALLENGED = 4;
+    /// @dev The audit draw of this commitment was settled (no audit, waived, or an auditor drawn).
+    uint8 internal constant FLAG_AUDIT_SETTLED = 8;
+    /// @dev An audit was drawn: after an auditor's timeout another one is due, whatever the rate.
+    uint8 internal constant FLAG_AUDIT_DUE = 16;
+
+    /// @dev The seed of a task's *offer* (which worker is asked to run it): prevrandao, the
+    /// task id and a nonce. It decides no party's fate: an offer can be declined (at the
+    /// accept penalty), and the draws that do (audits, referees) are settled from the future
+    /// by FutureRandomness.
+    function offerSeed(MarketStore storage s, uint256 id) internal returns (bytes32) {
+        uint128 nonce = s.nonce + 1;
+        s.nonce = nonce;
+        return keccak256(abi.encode(block.prevrandao, id, nonce));
+    }
+
+    function offer(MarketStore storage s, MarketDeps memory d, IJobMarket.Job storage j, uint256 id, address exclude)
+        internal
+        returns (bool)
+    {
+        address worker = d.pool.assign(
+            offerSeed(s, id),
+            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude),
+            false
+        );
+        if (worker == address(0)) return false;
+        uint64 deadline = uint64(block.number) + j.acceptWindow;
+        IJobMarket.Task storage t = s.tasks[id];
+        t.worker = worker;
+        t.status = IJobMarket.TaskStatus.Offered;
+        t.deadline = deadline;
+        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
+        emit IJobMarket.TaskDrawn(id, jobId, worker, round, index, deadline);
+        return true;
+    }
+
+    function openWindow(IJobMarket.Task storage t, uint256 id, uint64 blocks) internal {
+        uint64 deadline = uint64(block.number) + blocks;
+        t.status = IJobMarket.TaskStatus.ChallengeWindow;
+        t.deadline = deadline;
+        emit IJobMarket.ChallengeWindowOpened(id, deadline);
+    }
+
+    /// @dev A task whose worker failed: redraw it now (`redraw`; excluding that worker), else
+    /// push it on the pending stack, where the next `drawTask` takes it (still excluding that
+    /// worker); on a job that is no longer Active, close and refund it.
+    function sendBack(MarketStore storage s, MarketDeps memory d, IJobMarket.Job storage j, uint256 jobId, uint256 id, bool redraw)
+        internal
+    {
+        IJobMarket.Task storage t = s.tasks[id];
+        address exclude = t.worker;
+        if (j.status != IJobMarket.JobStatus.Active) {
+            close(s, j, jobId, t, id);
+            return;
+        }
+        t.flags = 0;
+        t.auditor = address(0);
+        t.result = bytes32(0);
+        t.audit = bytes32(0);
+        if (redraw && block.number <= j.expiryBlock && offer(s, d, j, id, exclude)) return;
+        t.status = IJobMarket.TaskStatus.Pending;
+        t.deadline = 0;
+        s.pending[jobId][j.pendingCount] = id;
+        j.pendingCount += 1;
+        emit IJobMarket.TaskRequeued(id, jobId);
+    }
+
+    function close(MarketStore storage s, IJobMarket.Job storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id)
+        internal
+    {
+        uint256 cost = Escrow.taskCost(j.rewardPerTask, j.auditFee);
+        t.status = IJobMarket.TaskStatus.Closed;
+        j.escrow -= uint128(cost);
+        s.totalEscrow -= uint128(cost);
+        credit(s, j.submitter, cost);
+        emit IJobMarket.TaskClosed(id, cost);
+        emitRefund(jobId, j.submitter, cost);
+    }
+
+    /// @dev Pay one task out of its job's escrow and move the job's counters on.
+    function pay(MarketStore storage s, IJobMarket.Job storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id, bool payAuditor)
+        internal
+    {
+        uint128 reward = j.rewardPerTask;
+        uint128 fee = payAuditor ? j.auditFee : 0;
+        // An unused audit fee stays in escrow as the job's surplus (same slot, no extra
+        // store); it is refunded by refundSurplus, at completion, cancel or expiry.
+        j.escrow -= reward + fee;
+        if (!payAuditor) j.surplus += j.auditFee;
+        s.totalEscrow -= reward + fee;
+        credit(s, t.worker, reward);
+        if (payAuditor) credit(s, t.auditor, fee);
+        emit IJobMarket.TaskFinalized(id, t.worker, reward, payAuditor ? t.auditor : address(0), fee);
+
+        (, uint32 round, uint32 index) = TaskIds.decode(id);
+        if (index < j.shards) {
+            j.finalizedInRound += 1;
+            return;
+        }
+        // The aggregation task's result is the next round's starting checkpoint.
+        j.currentRound = round + 1;
+        j.nextIndex = 0;
+        j.finalizedInRound = 0;
+        j.checkpointHash = t.result;
+        j.checkpointCid = s.revealedCheckpointCid[jobId];
+        emit IJobMarket.RoundAdvanced(jobId, round + 1, j.checkpointCid, t.result);
+        if (round + 1 == j.rounds && j.status == IJobMarket.JobStatus.Active) {
+            j.status = IJobMarket.JobStatus.Completed;
+            emit IJobMarket.JobCompleted(jobId);
+            emitRefund(jobId, j.submitter, takeSurplus(s, j));
+        }
+    }
+
+    /// @dev Reputation and compute grow only from work someone else paid for: a worker's own
+    /// jobs leave its record (and so its draw weight) as it is.
+    function recordCompleted(MarketDeps memory d, IJobMarket.Job storage j, address worker) internal {
+        if (worker != j.submitter) d.registry.recordTaskCompleted(worker, j.computePerTask);
+    }
+
+    /// @dev Credit the job's surplus (unused audit fees) to its submitter.
+    function takeSurplus(MarketStore storage s, IJobMarket.Job storage j) internal returns (uint256 amount) {
+        amount = j.surplus;
+        if (amount == 0) return 0;
+        j.surplus = 0;
+        j.escrow -= uint128(amount);
+        s.totalEscrow -= uint128(amount);
+        credit(s, j.submitter, amount);
+    }
+
+    function emitRefund(uint256 jobId, address submitter, uint256 amount) internal {
+        if (amount != 0) emit IJobMarket.Refunded(jobId, submitter, amount);
+    }
+
+    function credit(MarketStore storage s, address account, uint256 amount) internal {
+        if (amount == 0) return;
+        s.credits[account] += amount;
+        s.totalCredits += uint128(amount);
+    }
+
+    function activeJob(MarketStore storage s, uint256 jobId) internal view returns (IJobMarket.Job storage j) {
+        j = s.jobs[jobId];
+        if (j.status == IJobMarket.JobStatus.None) revert IJobMarket.JobNotFound(jobId);
+        if (j.status != IJobMarket.JobStatus.Active) revert IJobMarket.JobNotActive(jobId, j.status);
+    }
+}

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {IJobMarket} from "../interfaces/IJobMarket.sol";
+import {TaskIds} from "./TaskIds.sol";
+import {Escrow} from "./Escrow.sol";
+import {FutureRandomness} from "./FutureRandomness.sol";
+import {MarketStore, MarketDeps, TaskFlow} from "./TaskFlow.sol";
+
+/// @title TaskRecovery: what happens when a task or job leaves the happy path
+/// @notice Timeouts (who was late pays, and the task moves on), closing tasks of a stopped
+/// job, cancel and expiry refunds, and moving a task on after its dispute game. An external
+/// library: JobMarket calls it with DELEGATECALL (its storage, its events), which keeps the
+/// market's bytecode well under the EIP-170 limit. Callers check roles and reentrancy.
+library TaskRecovery {
+    /// @notice See IJobMarket.timeoutTask.
+    function timeout(MarketStore storage s, MarketDeps memory d, uint256 id) external {
+        IJobMarket.Task storage t = s.tasks[id];
+        IJobMarket.TaskStatus st = t.status;
+        if (
+            st != IJobMarket.TaskStatus.Offered && st != IJobMarket.TaskStatus.Running
+                && st != IJobMarket.TaskStatus.Committed && st != IJobMarket.TaskStatus.Revealed
+        ) revert IJobMarket.TaskNotTimeoutable(id, st);
+        if (block.number <= t.deadline) revert IJobMarket.TaskDeadlineNotPassed(id, t.deadline);
+        uint256 jobId = TaskIds.jobOf(id);
+        IJobMarket.Job storage j = s.jobs[jobId];
+        address worker = t.worker;
+        address auditor = t.auditor;
+        uint8 flags = t.flags;
+        if (st == IJobMarket.TaskStatus.Committed && auditor != address(0) && flags & TaskFlow.FLAG_AUDIT_COMMITTED == 0) {
+            // The auditor never committed (it had seen nothing yet): its penalty, then another
+            // auditor is drawn from the future, as the first one was.
+            uint256 taken = d.stakeManager.penalize(auditor, d.auditorPenalty, j.submitter);
+            emit IJobMarket.TaskTimedOut(id, auditor, st, taken);
+            d.registry.recordTimeout(auditor);
+            d.pool.release(auditor, d.auditorCollateral - taken);
+            uint64 ticket = FutureRandomness.ticket();
+            t.auditor = address(0);
+            t.flags = TaskFlow.FLAG_AUDIT_DUE;
+            t.deadline = ticket + j.revealWindow;
+            emit IJobMarket.AuditRequested(id, ticket);
+        } else if (st == IJobMarket.TaskStatus.Revealed) {
+            // The auditor committed and then stayed silent (it may have seen the worker's root
+            // differ from its own): silence costs it what losing the audit's game would.
+            uint256 taken = d.stakeManager.slash(auditor, d.auditorCollateral, j.submitter, new address[](0));
+            emit IJobMarket.TaskTimedOut(id, auditor, st, taken);
+            d.registry.recordTimeout(auditor);
+            d.pool.release(auditor, d.auditorCollateral - taken);
+            // The worker's root is public now, so a new auditor could copy it: the result
+            // stands unaudited (challengeable) instead.
+            t.auditor = address(0);
+            t.flags = 0;
+            TaskFlow.openWindow(t, id, j.challengeWindow);
+        } else {
+            // The worker missed accept, commit or reveal. After a commitment (it may know the
+            // audit draw went against it) silence costs the whole collateral, as losing would;
+            // the winner's share goes to the auditor that committed, else the submitter.
+            uint256 collateral = j.workerCollateral;
+            uint256 taken;
+            if (st == IJobMarket.TaskStatus.Committed) {
+                address winner = flags & TaskFlow.FLAG_AUDIT_COMMITTED != 0 ? auditor : j.submitter;
+                taken = d.stakeManager.slash(worker, collateral, winner, new address[](0));
+            } else {
+                uint256 bps = st == IJobMarket.TaskStatus.Offered ? d.acceptPenaltyBps : d.timeoutPenaltyBps;
+                taken = d.stakeManager.penalize(worker, Escrow.share(collateral, bps), j.submitter);
+            }
+            emit IJobMarket.TaskTimedOut(id, worker, st, taken);
+            d.registry.recordTimeout(worker);
+            if (auditor != address(0)) d.pool.release(auditor, d.auditorCollateral);
+            d.pool.release(worker, collateral - taken);
+            TaskFlow.sendBack(s, d, j, jobId, id, true);
+        }
+    }
+
+    /// @notice See IJobMarket.closeTask.
+    function close(MarketStore storage s, MarketDeps memory d, uint256 id) external {
+        IJobMarket.Task storage t = s.tasks[id];
+        uint256 jobId = TaskIds.jobOf(id);
+        IJobMarket.Job storage j = s.jobs[jobId];
+        IJobMarket.TaskStatus st = t.status;
+        if (j.status == IJobMarket.JobStatus.Active || (st != IJobMarket.TaskStatus.Pending && st != IJobMarket.TaskStatus.Offered)) {
+            revert IJobMarket.TaskNotClosable(id);
+        }
+        address worker = t.worker;
+        TaskFlow.close(s, j, jobId, t, id);
+        if (st == IJobMarket.TaskStatus.Offered) d.pool.release(worker, j.workerCollateral);
+    }
+
+    /// @notice See IJobMarket.cancelJob (`expired` false) and expireJob (true).
+    function stop(MarketStore storage s, uint256 jobId, bool expired) external {
+        IJobMarket.Job storage j = TaskFlow.activeJob(s, jobId);
+        if (expired) {
+            if (block.number <= j.expiryBlock) revert IJobMarket.JobNotExpired(jobId, j.expiryBlock);
+        } else if (msg.sender != j.submitter) {
+            revert IJobMarket.JobNotSubmitter(jobId, msg.sender);
+        }
+        j.status = expired ? IJobMarket.JobStatus.Expired : IJobMarket.JobStatus.Cancelled;
+        // Never-drawn tasks are refunded at once, with the surplus; tasks in flight finish.
+        uint256 unspent =
+            Escrow.taskCount(j.shards, j.rounds) - Escrow.materialized(j.shards, j.currentRound, j.nextIndex);
+        uint256 refund = unspent * Escrow.taskCost(j.rewardPerTask, j.auditFee);
+        j.escrow -= uint128(refund);
+        s.totalEscrow -= uint128(refund);
+        TaskFlow.credit(s, j.submitter, refund);
+        refund += TaskFlow.takeSurplus(s, j);
+        if (expired) emit IJobMarket.JobExpired(jobId, refund);
+        else emit IJobMarket.JobCancelled(jobId, refund);
+        TaskFlow.emitRefund(jobId, j.submitter, refund);
+    }
+
+    /// @notice See IJobMarket.resolveDispute (`verdict` 1: worker won, 2: worker lost) and
+    /// voidDispute (`verdict` 0: no verdict).
+    function resolve(MarketStore storage s, MarketDeps memory d, uint256 id, uint8 verdict) external {
+        IJobMarket.Task storage t = s.tasks[id];
+        if (t.status != IJobMarket.TaskStatus.Disputed) revert IJobMarket.TaskNotDisputed(id);
+        uint256 jobId = TaskIds.jobOf(id);
+        IJobMarket.Job storage j = s.jobs[jobId];
+        address worker = t.worker;
+        address auditor = t.auditor;
+        bool workerWon = verdict == 1;
+        if (verdict == 0) emit IJobMarket.DisputeVoided(id);
+        else emit IJobMarket.DisputeResolved(id, workerWon);
+        if (t.flags & TaskFlow.FLAG_CHALLENGED != 0) {
+            if (workerWon) {
+                // The result stood: its challenge window resumes with the blocks it had left.
+                t.flags &= ~TaskFlow.FLAG_CHALLENGED;
+                TaskFlow.openWindow(t, id, t.deadline);
+                return;
+            }
+            // Pool slots were held through the challenge. Lost: the game slashed the
+            // collateral (and that of an auditor that had confirmed the result). No verdict:
+            // nobody is paid or slashed, the collaterals come back.
+            bool voided = verdict == 0;
+            d.pool.release(worker, voided ? j.workerCollateral : 0);
+            if (auditor != address(0)) d.pool.release(auditor, voided ? d.auditorCollateral : 0);
+        } else if (workerWon) {
+            t.status = IJobMarket.TaskStatus.Finalized;
+            TaskFlow.pay(s, j, jobId, t, id, false);
+            TaskFlow.recordCompleted(d, j, worker);
+            return;
+        }
+        TaskFlow.sendBack(s, d, j, jobId, id, false);
+    }
+}
