@@ -22,6 +22,9 @@ class DaemonProcess:
     proc: subprocess.Popen
     log_path: Path
     state_dir: Path
+    #: Where this process's lines start in its log file (a restarted daemon appends to the
+    #: same file: what an earlier process logged is not this one's).
+    log_offset: int = 0
 
     @property
     def name(self) -> str:
@@ -48,7 +51,12 @@ class DaemonProcess:
             self.proc.wait()
 
     def log_text(self) -> str:
-        return self.log_path.read_text() if self.log_path.exists() else ""
+        """What this process has logged so far."""
+        if not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_offset)
+            return log.read().decode(errors="replace")
 
 
 def start_daemon(role: str, account: int, address: str, *, rpc: str, ipfs: str, home: Path,
@@ -59,13 +67,14 @@ def start_daemon(role: str, account: int, address: str, *, rpc: str, ipfs: str, 
     logs.mkdir(parents=True, exist_ok=True)
     state_dir = state_dir or home / ".state" / f"{role}-{account}"
     log_path = logs / f"{role}-{account}.log"
+    offset = log_path.stat().st_size if log_path.exists() else 0
     args = [sys.executable, "-c", ENTRY[role], "--account", str(account), "--rpc", rpc, "--ipfs", ipfs,
             "--deployments", str(deployments), "--state-dir", str(state_dir), "--log-file", str(log_path),
             "--log-format", "json", *(extra or [])]
     environment = {**os.environ, "TRUETRAIN_HOME": str(home), "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(logs / f"{role}-{account}.stderr", "ab"),
                             env=environment, start_new_session=True)
-    return DaemonProcess(role, account, address, proc, log_path, state_dir)
+    return DaemonProcess(role, account, address, proc, log_path, state_dir, offset)
 
 
 def wait_for_log(process: DaemonProcess, text: str, timeout: float = 60.0) -> bool:
