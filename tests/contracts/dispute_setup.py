@@ -23,7 +23,7 @@ __all__ = list(_market_all) + [
     "CLOCK", "COMMIT_WINDOW", "REVEAL_WINDOW", "COMMITTEE", "REFEREE_STAKE", "REFEREE_PENALTY", "GS", "Party",
     "deploy_game", "game", "referees", "challenger", "trace", "diverged", "root_of", "hx", "view", "play",
     "challenge_task", "revealed_task", "open_audit_game", "vote_all", "cids", "claims", "LEAVES", "opening_claims",
-    "ended", "step_game", "draw_referees",
+    "ended", "step_game", "draw_referees", "colluded_task",
 ]
 
 CLOCK = 10
@@ -141,6 +141,23 @@ def open_audit_game(game, job_market, submitter, w1, worker_hashes, auditor_hash
     job_market.revealAudit(tid, root_of(auditor_hashes), SALT, {"from": auditor})
     gid = game.openAuditDispute(tid, {"from": w1}).return_value
     return job_id, tid, gid, auditor
+
+
+def colluded_task(job_market, submitter, w1, hashes, **job):
+    """A task of a fully audited job whose worker (w1) and drawn auditor both reveal the root of
+    ``hashes``: the audit "matches", so the result sits in its challenge window with the
+    auditor confirming it. Returns (job, task, auditor)."""
+    job.setdefault("challengeWindow", 50)
+    job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, **job)
+    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    job_market.acceptTask(tid, {"from": w1})
+    root = root_of(hashes)
+    job_market.commitResult(tid, commitment(root, CID, SALT, w1), {"from": w1})
+    auditor = settle_audit(job_market, tid)
+    job_market.commitAudit(tid, audit_commitment(root, SALT, auditor), {"from": auditor})
+    job_market.revealResult(tid, root, CID, SALT, {"from": w1})
+    job_market.revealAudit(tid, root, SALT, {"from": auditor})
+    return job_id, tid, auditor
 
 
 def play(game, game_id, worker_hashes, challenger_hashes, *, stop_after=None):

@@ -124,15 +124,7 @@ def test_refereeDrawLapsed_countsAsAFailedCommittee(game, job_market, submitter,
 
 def test_colludingAuditor_matchingAWrongRoot_losesItsCollateralToTheChallenger(game, job_market, stake_manager,
                                                                               registry, submitter, w1, challenger):
-    job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, challengeWindow=60)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
-    job_market.acceptTask(tid, {"from": w1})
-    root = root_of(CHEAT)
-    job_market.commitResult(tid, commitment(root, CID, SALT, w1), {"from": w1})
-    auditor = settle_audit(job_market, tid)
-    job_market.commitAudit(tid, audit_commitment(root, SALT, auditor), {"from": auditor})
-    job_market.revealResult(tid, root, CID, SALT, {"from": w1})
-    job_market.revealAudit(tid, root, SALT, {"from": auditor})
+    _, tid, auditor = colluded_task(job_market, submitter, w1, CHEAT, challengeWindow=60)
     assert job_market.taskOf(tid)[1] == TS.CHALLENGE
     gid, _ = challenge_task(game, tid, challenger, HONEST)
     play(game, gid, CHEAT, HONEST)

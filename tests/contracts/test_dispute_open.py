@@ -116,15 +116,7 @@ def test_openAuditDispute_onTaskWithoutMismatch_reverts(game, job_market, submit
 
 
 def test_challenge_afterMatchingAudit_slashesTheConfirmingAuditorWhenWorkerLoses(game, job_market, stake_manager, submitter, w1, challenger):
-    job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, challengeWindow=50)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
-    job_market.acceptTask(tid, {"from": w1})
-    root = root_of(CHEAT)
-    job_market.commitResult(tid, commitment(root, CID, SALT, w1), {"from": w1})
-    v1 = settle_audit(job_market, tid)
-    job_market.commitAudit(tid, audit_commitment(root, SALT, v1), {"from": v1})  # a colluding auditor
-    job_market.revealResult(tid, root, CID, SALT, {"from": w1})
-    job_market.revealAudit(tid, root, SALT, {"from": v1})
+    _, tid, v1 = colluded_task(job_market, submitter, w1, CHEAT)  # a colluding auditor
     gid, _ = challenge_task(game, tid, challenger, HONEST)
     staked = stake_manager.stakeOf(v1)[0]
     chain.mine(CLOCK + 1)
