@@ -17,7 +17,7 @@ export SOLCX_BINARY_PATH := $(SOLCX_DIR)
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: help setup test demo gas bench-repro bench deploy compile clean distclean
-.PHONY: forge-test fuzz audit
+.PHONY: forge-test fuzz audit economics
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -68,7 +68,10 @@ gas: compile ## Print the gas table (bench/gas.py)
 bench-repro: setup ## Print ms per training step, stock vs repro (bench/repro.py)
 	$(PY) bench/repro.py
 
-bench: gas bench-repro ## Run every benchmark
+economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~20 min)
+	$(PY) bench/economics.py
+
+bench: gas bench-repro economics ## Run every benchmark
 
 deploy: compile ## Deploy (or reuse) the contracts on RPC=<url> (default: a devnet on 8545)
 	$(PY) scripts/deploy.py --rpc $(or $(RPC),http://127.0.0.1:8545)

@@ -13,84 +13,14 @@ settlement): ≤ 100,000 gas a move, a whole dispute over 1,024 leaves with 5 re
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from devstack import CID, FUTURE_DELAY, ROOT, SALT, Bench, E, audit_commitment, commitment  # sets sys.path first
+from truetrain.chain.deploy import StackParams
+from truetrain.chain.devnet import free_port, start_anvil
+from truetrain.dispute import GameView, Party, claims_for, opening_claims, vote_commitment
+from truetrain.training.merkle import merkle_root
+from web3 import Web3
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from eth_abi import encode  # noqa: E402
-from eth_account import Account  # noqa: E402
-from web3 import Web3  # noqa: E402
-from web3.logs import DISCARD  # noqa: E402
-
-from truetrain.chain.client import ChainClient, dev_accounts  # noqa: E402
-from truetrain.chain.deploy import StackParams, deploy_stack  # noqa: E402
-from truetrain.chain.devnet import free_port, start_anvil  # noqa: E402
-from truetrain.dispute import GameView, Party, claims_for, opening_claims, vote_commitment  # noqa: E402
-from truetrain.training.merkle import merkle_root  # noqa: E402
-
-E = 10**18
-CAPABILITY = (1, 24_576, 1_000, 3, 2)  # CPU class, 24 GiB, throughput, region 3, 2 at once
-PROFILE = ("bafyprofile", "0x" + "ab" * 32)
-ROOT, SALT, CID = b"\x11" * 32, b"\x22" * 32, "bafyresultcheckpoint"
 REFEREES = 5  # the dispute game's committee size in this deployment
-FUTURE_DELAY = 2  # FutureRandomness.DELAY: blocks from a request to the block whose hash settles it
-
-
-class Bench:
-    """The deployed stack plus helpers that send from impersonated devnet accounts."""
-
-    def __init__(self, url: str):
-        self.client = ChainClient(url)
-        self.w3 = self.client.w3
-        self.w3.provider.make_request("anvil_autoImpersonateAccount", [True])
-        self.deployer = dev_accounts(1)[0]
-        # Growing the pool to 1,000 members takes ~5,000 blocks: a liveness window longer than
-        # that keeps the first members eligible without a heartbeat each (which would move the
-        # figures it measures).
-        report = deploy_stack(self.client, self.deployer, StackParams(committee_size=REFEREES,
-                                                                      liveness_window_blocks=100_000))
-        c = self.contracts = report.deployment.contracts
-        self.token = self.client.contract("TrainToken", c["token"].address)
-        self.registry = self.client.contract("IdentityRegistry", c["registry"].address)
-        self.stake = self.client.contract("StakeManager", c["stake"].address)
-        self.pool = self.client.contract("WorkerPool", c["pool"].address)
-        self.market = self.client.contract("JobMarket", c["market"].address)
-        self.game = self.client.contract("DisputeGame", c["game"].address)
-
-    def send(self, call, sender: str, wait: bool = True) -> int:
-        tx = call.transact({"from": sender, "gas": 3_000_000})
-        return self.w3.eth.wait_for_transaction_receipt(tx)["gasUsed"] if wait else 0
-
-    def new_account(self, roles: int) -> str:
-        address = Account.create().address
-        self.w3.provider.make_request("anvil_setBalance", [address, hex(10 * E)])
-        self.send(self.registry.functions.register(roles, *PROFILE, CAPABILITY), address, wait=False)
-        self.send(self.token.functions.mint(address, 10_000 * E), self.deployer.address, wait=False)
-        self.send(self.token.functions.approve(self.stake.address, 2**256 - 1), address, wait=False)
-        self.send(self.stake.functions.stake(5_000 * E), address, wait=False)
-        self.send(self.pool.functions.joinPool(), address)
-        return address
-
-    def job_params(self, shards: int, audit_bps: int = 0, leaves: int = 7, challenge_window: int = 50) -> tuple:
-        return ("bafymanifest", "0x" + "aa" * 32, "bafyinit", "0x" + "bb" * 32, shards, 2,
-                10 * E, 2 * E, 20 * E, 5, 50, 20, challenge_window, 1, 16_000, 0, audit_bps, 100,
-                self.w3.eth.block_number + 100_000, leaves)
-
-    def create_job(self, submitter: str, shards: int, audit_bps: int = 0, **terms) -> tuple[int, int]:
-        params = self.job_params(shards, audit_bps, **terms)
-        job_id = self.market.functions.createJob(params).call({"from": submitter})
-        return job_id, self.send(self.market.functions.createJob(params), submitter)
-
-    def draw(self, job_id: int, caller: str) -> tuple[int, str, int]:
-        tx = self.market.functions.drawTask(job_id).transact({"from": caller, "gas": 3_000_000})
-        receipt = self.w3.eth.wait_for_transaction_receipt(tx)
-        event = self.market.events.TaskDrawn().process_receipt(receipt, errors=DISCARD)[0]["args"]
-        return event["taskId"], event["worker"], receipt["gasUsed"]
-
-
-def commitment(worker: str, root: bytes = ROOT) -> bytes:
-    return Web3.keccak(encode(["bytes32", "string", "bytes32", "address"], [root, CID, SALT, worker]))
 
 
 def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
@@ -100,7 +30,7 @@ def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
     rows.append(("acceptTask", b.send(b.market.functions.acceptTask(task), worker)))
     rows.append(("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker)))
     rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
-    b.w3.provider.make_request("anvil_mine", [hex(51)])
+    b.mine(51)
     rows.append(("finalize", b.send(b.market.functions.finalize(task), worker)))
     return worker, rows
 
@@ -127,7 +57,7 @@ def dispute_gas(b: Bench, submitter: str, challenger: str, verifiers: list[str],
         claims = [c.as_tuple() for c in claims_for(g, hashes, cids, g.turn)]
         rows.append((f"move {moves} ({len(claims)} claims)", b.send(b.game.functions.move(game_id, claims), mover)))
     # The committee is drawn from the hash of a block after the bisection's end (the ticket).
-    b.w3.provider.make_request("anvil_mine", [hex(FUTURE_DELAY)])
+    b.mine(FUTURE_DELAY)
     rows.append(("drawReferees", b.send(b.game.functions.drawReferees(game_id), submitter)))
     seated = [seat[0] for seat in b.game.functions.committeeOf(game_id).call()]
     salt = b"\x33" * 32
@@ -147,14 +77,14 @@ def audited_task_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
     task, worker, draw_gas = b.draw(job_id, submitter)
     rows = [("drawTask", draw_gas), ("acceptTask", b.send(b.market.functions.acceptTask(task), worker)),
             ("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker))]
-    b.w3.provider.make_request("anvil_mine", [hex(FUTURE_DELAY)])
+    b.mine(FUTURE_DELAY)
     rows.append(("settleAudit (auditor drawn)", b.send(b.market.functions.settleAudit(task), submitter)))
     auditor = b.market.functions.taskOf(task).call()[4]
-    sealed = Web3.keccak(encode(["bytes32", "bytes32", "address"], [ROOT, SALT, auditor]))
+    sealed = audit_commitment(auditor, ROOT)
     rows.append(("commitAudit", b.send(b.market.functions.commitAudit(task, sealed), auditor)))
     rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
     rows.append(("revealAudit", b.send(b.market.functions.revealAudit(task, ROOT, SALT), auditor)))
-    b.w3.provider.make_request("anvil_mine", [hex(51)])
+    b.mine(51)
     rows.append(("finalize", b.send(b.market.functions.finalize(task), worker)))
     return rows
 
@@ -179,7 +109,10 @@ def table(title: str, rows: list[tuple[str, int]], extra: str = "") -> None:
 def main() -> None:
     devnet = start_anvil(free_port())
     try:
-        b = Bench(devnet.url)
+        # Growing the pool to 1,000 members takes ~5,000 blocks: a liveness window longer than
+        # that keeps the first members eligible without a heartbeat each (which would move the
+        # figures it measures).
+        b = Bench(devnet.url, StackParams(committee_size=REFEREES, liveness_window_blocks=100_000))
         submitter = b.new_account(4)
         b.send(b.token.functions.mint(submitter, 10**9 * E), b.deployer.address)
         b.send(b.token.functions.approve(b.market.address, 2**256 - 1), submitter)

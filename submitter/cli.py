@@ -13,6 +13,13 @@ import click
 
 from submitter.accounts import identity, token
 from truetrain.cli_options import ADDRESS, TokenAmountType, emit, format_tokens, json_option, session_options
+from truetrain.market.jobs import DEFAULT_TERMS
+
+
+def _tokens(wei: int) -> str:
+    """A default amount as the option takes it (whole TRAIN)."""
+    return str(wei // 10**18)
+
 
 #: Blocks are uint32 on chain; one task's compute is steps × batch size in uint64.
 UINT32 = click.IntRange(1, 2**32 - 1)
@@ -62,13 +69,16 @@ def job() -> None:
               help="Seed of the split, the shards and the initial model.")
 @click.option("--numeric-mode", type=click.Choice(["repro", "stock"]), default="repro", show_default=True,
               help="repro: bit-exact, auditable training; stock: plain torch.")
-@click.option("--reward", "reward_wei", type=TokenAmountType(), default="10", show_default=True,
+@click.option("--reward", "reward_wei", type=TokenAmountType(), default=_tokens(DEFAULT_TERMS.reward_per_task),
+              show_default=True,
               help="TRAIN paid per task.")
-@click.option("--audit-fee", "audit_fee_wei", type=TokenAmountType(allow_zero=True), default="2", show_default=True,
+@click.option("--audit-fee", "audit_fee_wei", type=TokenAmountType(allow_zero=True), default=_tokens(DEFAULT_TERMS.audit_fee),
+              show_default=True,
               help="TRAIN paid to the auditor of an audited task.")
-@click.option("--collateral", "collateral_wei", type=TokenAmountType(allow_zero=True), default="20",
+@click.option("--collateral", "collateral_wei", type=TokenAmountType(allow_zero=True),
+              default=_tokens(DEFAULT_TERMS.worker_collateral),
               show_default=True, help="Stake a worker locks per task.")
-@click.option("--audit-rate", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+@click.option("--audit-rate", type=click.FloatRange(0, 1), default=DEFAULT_TERMS.audit_rate_bps / 10_000, show_default=True,
               help="Share of tasks audited by a re-executing verifier.")
 @click.option("--accept-window", type=UINT32, default=20, show_default=True, help="Blocks to accept an offer.")
 @click.option("--compute-window", type=UINT32, default=60, show_default=True, help="Blocks to compute and commit.")

@@ -29,7 +29,7 @@ from truetrain.training import build_manifest, publish_dataset
 
 SUBMITTER, WORKERS, VERIFIER = 1, (2, 3, 4), 5
 SHARDS, ROUNDS = 3, 3
-TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
+TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=40 * TOKEN,
                  accept_window=20, compute_window=40, reveal_window=40, challenge_window=40, audit_rate_bps=5_000)
 TIME_LIMIT_S = 400
 

@@ -43,6 +43,13 @@ class JobTerms:
                 manifest.checkpoint_leaves)
 
 
+#: The submitter CLI's default terms. The collateral is 4 × the reward: with half the tasks
+#: audited, a wrong result then loses 15 TRAIN a task in expectation, and colluders need
+#: about 30 % of the verifiers' weight before buying committee seats could pay
+#: (bench/economics.py prints both).
+DEFAULT_TERMS = JobTerms(reward_per_task=10 * 10**18, audit_fee=2 * 10**18, worker_collateral=40 * 10**18)
+
+
 def create_job(contracts, account, manifest: Manifest, manifest_cid: str, terms: JobTerms) -> tuple[int, int]:
     """Approve exactly the escrow and create the job; return (job id, escrow)."""
     client, token, market = contracts.client, contracts.token, contracts.market

@@ -1,0 +1,172 @@
+"""Expected profit of each strategy in the market, from the contracts' own parameters.
+
+What a party gains or loses per task, in TRAIN, for the honest strategy and for each way of
+cheating that issue 12 names. Each strategy is a list of outcomes: a probability (from the
+audit rate and the sortition weights, the way the contracts draw) and the payoff the
+contracts' rules give that outcome (``payoff_*``). ``bench/economics.py`` prints the expected
+values and checks every payoff, outcome by outcome, against a devnet run.
+
+Gas is left out (paid in ETH, the same order for every strategy) and so is the cost of
+computing: a cheater saves it, so a dishonest strategy must lose tokens even when computing
+is free. Nobody replays unaudited results here (the verifiers' default sample rate is 0):
+the figures are what a cheater expects with no third party watching.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import permutations
+
+BPS = 10_000
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The terms that decide every payoff (wei, bps, counts), as the contracts hold them."""
+
+    reward: int  # JobParams.rewardPerTask
+    audit_fee: int  # JobParams.auditFee
+    collateral: int  # JobParams.workerCollateral (also a challenger's bond)
+    audit_rate_bps: int  # JobParams.auditRateBps
+    auditor_collateral: int  # JobMarket.auditorCollateral
+    winner_bps: int  # StakeManager.slashWinnerBps
+    referee_bps: int  # StakeManager.slashRefereeBps
+    committee_size: int  # DisputeGame.committeeSize
+    referee_penalty: int  # DisputeGame.refereePenalty
+
+    @property
+    def audit_rate(self) -> float:
+        return self.audit_rate_bps / BPS
+
+    def winner_share(self, slashed: int) -> int:
+        return slashed * self.winner_bps // BPS
+
+    def referee_share(self, slashed: int, majority: int) -> int:
+        """What each of ``majority`` referees gets from a slash (StakeManager.slash)."""
+        return 0 if majority == 0 else slashed * self.referee_bps // BPS // majority
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    probability: float
+    payoff: int  # wei, to the strategy's party (or coalition)
+
+
+def expected(outcomes: list[Outcome]) -> float:
+    return sum(o.probability * o.payoff for o in outcomes)
+
+
+# ---------------------------------------------------------------- payoffs, one per outcome
+
+
+def payoff_paid(p: Parameters, auditor_colludes: bool = False) -> int:
+    """A result finalized: the reward (and, for a coalition whose member audited it, the fee)."""
+    return p.reward + (p.audit_fee if auditor_colludes else 0)
+
+
+def payoff_caught(p: Parameters, colluder_seats: int = 0) -> int:
+    """A wrong result lost its game (or its worker went silent after committing, which costs
+    the same): the whole collateral. Colluding referees that voted with the truth, each a
+    seat in a unanimous committee, get their share of the slash back."""
+    return -p.collateral + colluder_seats * p.referee_share(p.collateral, p.committee_size)
+
+
+def payoff_bought_verdict(p: Parameters, colluder_seats: int) -> int:
+    """A wrong result whose game a colluding majority of referees won: the reward, the
+    winner's half of the honest auditor's collateral, the majority's referee share."""
+    slashed = p.auditor_collateral
+    return p.reward + p.winner_share(slashed) + colluder_seats * p.referee_share(slashed, colluder_seats)
+
+
+def payoff_lost_challenge(p: Parameters) -> int:
+    """A challenger whose bond (the task's collateral) a game against the truth took."""
+    return -p.collateral
+
+
+# ---------------------------------------------------------------- draws, as the contracts draw
+
+
+def committee_seats(weights: dict[str, int], colluders: set[str], size: int) -> dict[int, float]:
+    """P(k colluders seated) for a committee of ``size`` drawn one seat at a time, without
+    replacement, in proportion to weight (WorkerPool.drawCommittee); ``weights`` holds the
+    eligible verifiers only (the game's parties excluded)."""
+    members = [m for m, w in weights.items() if w > 0]
+    size = min(size, len(members))
+    if size % 2 == 0:
+        size -= 1  # an odd committee
+    result: dict[int, float] = {}
+    for order in permutations(members, size):
+        prob, left = 1.0, sum(weights[m] for m in members)
+        for m in order:
+            prob *= weights[m] / left
+            left -= weights[m]
+        k = sum(1 for m in order if m in colluders)
+        result[k] = result.get(k, 0.0) + prob
+    return result
+
+
+# ---------------------------------------------------------------- strategies
+
+
+def honest(p: Parameters) -> list[Outcome]:
+    a = p.audit_rate
+    return [Outcome("not audited", 1 - a, payoff_paid(p)), Outcome("audited, confirmed", a, payoff_paid(p))]
+
+
+def wrong_result(p: Parameters, committee: dict[int, float] | None = None) -> list[Outcome]:
+    """A wrong root, defended in the game an honest auditor opens (or left silent, strategy
+    'wrong then silent': the same payoff). Honest referees only."""
+    a = p.audit_rate
+    return [Outcome("not audited: paid", 1 - a, payoff_paid(p)), Outcome("audited: lost the game", a, payoff_caught(p))]
+
+
+def colluding(p: Parameters, verifiers: dict[str, int], colluders: set[str]) -> list[Outcome]:
+    """A wrong result with colluding verifiers: a colluder drawn to audit confirms it; a game
+    opened by an honest auditor is won when the colluders hold a majority of the committee
+    (they vote for the worker only then; otherwise they vote with the truth and take their
+    referee share). One colluding identity is 'auditor collusion'; the same weight over
+    several identities is 'referee seat buying'."""
+    a = p.audit_rate
+    total = sum(verifiers.values())
+    outcomes = [Outcome("not audited: paid", 1 - a, payoff_paid(p))]
+    for auditor, weight in verifiers.items():
+        share = a * weight / total
+        if auditor in colluders:
+            outcomes.append(Outcome("colluder audited: confirmed", share, payoff_paid(p, auditor_colludes=True)))
+            continue
+        candidates = {m: w for m, w in verifiers.items() if m != auditor}
+        for k, pk in committee_seats(candidates, colluders, p.committee_size).items():
+            if 2 * k > p.committee_size:
+                outcomes.append(Outcome(f"honest audit, colluders on {k} of {p.committee_size} seats: verdict bought", share * pk,
+                                        payoff_bought_verdict(p, k)))
+            else:
+                outcomes.append(Outcome(f"honest audit, colluders on {k} of {p.committee_size} seats: lost the game", share * pk,
+                                        payoff_caught(p, k)))
+    return _merge(outcomes)
+
+
+def self_dealing(p: Parameters) -> list[Outcome]:
+    """A worker that submits a job to itself: its reward comes back, an audit fee goes to
+    the auditor, the rest of the escrow is refunded; no reputation is recorded."""
+    a = p.audit_rate
+    return [Outcome("not audited", 1 - a, 0), Outcome("audited: fee paid to the auditor", a, -p.audit_fee)]
+
+
+def challenge_spam(p: Parameters) -> list[Outcome]:
+    """Challenging correct results: honest referees keep the result; the bond is lost."""
+    return [Outcome("challenge lost", 1.0, payoff_lost_challenge(p))]
+
+
+def never_settling(p: Parameters) -> list[Outcome]:
+    """A worker that commits and then never settles its audit draw nor reveals: the draw's
+    deadline passes and anyone times the task out; silence after a commitment costs the
+    collateral."""
+    return [Outcome("timed out after its commitment", 1.0, payoff_caught(p))]
+
+
+def _merge(outcomes: list[Outcome]) -> list[Outcome]:
+    merged: dict[tuple[str, int], float] = {}
+    for o in outcomes:
+        merged[(o.name, o.payoff)] = merged.get((o.name, o.payoff), 0.0) + o.probability
+    return [Outcome(name, prob, payoff) for (name, payoff), prob in merged.items()]
