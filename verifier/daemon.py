@@ -46,7 +46,9 @@ ZERO = bytes(32)
 class VerifierDaemon(Daemon):
     role = "verifier"
     role_bits = ROLE_VERIFIER
-    kinds = (AUDIT, SAMPLE, CHALLENGE, OPEN_GAME, REFEREE)
+    #: Games and committees have clocks; audits and samples replay whole tasks (slow).
+    kinds = (CHALLENGE, OPEN_GAME, REFEREE, AUDIT, SAMPLE)
+    slow_kinds = frozenset({AUDIT, SAMPLE})
 
     def on_event(self, event) -> None:
         args, me = event.args, self.address.lower()

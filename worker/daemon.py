@@ -40,7 +40,9 @@ WAITING = {TaskStatus.REVEALED, TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED
 class WorkerDaemon(Daemon):
     role = "worker"
     role_bits = ROLE_WORKER
-    kinds = (WORK, DEFEND, OPEN_GAME)
+    #: A game has a clock; a task's work trains (slow).
+    kinds = (DEFEND, OPEN_GAME, WORK)
+    slow_kinds = frozenset({WORK})
 
     def start(self) -> None:
         self.profile = detect()

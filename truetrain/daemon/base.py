@@ -26,6 +26,7 @@ from truetrain.daemon.book import Book, Entry
 from truetrain.daemon.faults import Faults
 from truetrain.daemon.keeper import Keeper
 from truetrain.daemon.metrics import Metrics
+from truetrain.daemon.schedule import work_book
 from truetrain.daemon.settings import DaemonSettings
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
 from truetrain.errors import ContractRevert, TruetrainError
@@ -65,7 +66,11 @@ class Daemon:
 
     role = "daemon"
     role_bits = 0
+    #: The book's entry kinds, most urgent first (see truetrain.daemon.schedule).
     kinds: tuple[str, ...] = ()
+    #: Kinds whose step may replay or train for a long time: worked one entry at a time,
+    #: with the urgent kinds stepped again after each.
+    slow_kinds: frozenset[str] = frozenset()
 
     def __init__(self, settings: DaemonSettings):
         self.settings = settings
@@ -229,16 +234,21 @@ class Daemon:
                 log.error("gave up on task", extra={"task": str(entry.task_id), "kind": entry.kind})
             raise
 
+    def _refresh(self) -> None:
+        """Between slow steps: the chain's height and its new events (they may open urgent entries)."""
+        self.block = self.client.w3.eth.block_number
+        self.guarded("events", self.follower.poll)
+
     def tick(self) -> None:
         self.ticks += 1
         self.block = self.client.w3.eth.block_number
         self.metrics.block.set(self.block)
         self.follower.poll()
-        for kind in self.kinds:
-            for entry in self.book.open_entries(kind):
-                if self.stop_event.is_set():
-                    return
-                self.guarded(f"task {entry.task_id} ({kind})", self.step_entry, entry)
+        work_book(self.book, self.kinds, self.slow_kinds,
+                  lambda entry: self.guarded(f"task {entry.task_id} ({entry.kind})", self.step_entry, entry),
+                  self._refresh, self.stop_event.is_set)
+        if self.stop_event.is_set():
+            return
         if self.keeper is not None:
             self.guarded("keeper", self.keeper.tick)
         self.guarded("heartbeat", self.heartbeat_if_due)
