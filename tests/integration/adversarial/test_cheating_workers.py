@@ -28,8 +28,11 @@ from truetrain.market import JobStatus, encode_task_id
 from truetrain.market.jobs import JobTerms
 from truetrain.training import aggregate, run_task
 
+# The challenge window leaves the sampling verifier time to replay all five results one
+# after the other on a loaded 2-core machine: the devnet mines every 0.5 s and on every
+# transaction, so 60 blocks once passed in 13 s and three cheaters were paid unchallenged.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=20, compute_window=60, reveal_window=60, challenge_window=60, audit_rate_bps=0)
+                 accept_window=20, compute_window=60, reveal_window=60, challenge_window=150, audit_rate_bps=0)
 CHALLENGER, REFEREES, LIAR = 5, (6, 7), 8
 CHEATERS = {2: "perturb-step:15", 3: "lazy", 4: "wrong-start", 9: "perturb-step:10,stall-dispute",
             10: "withhold,perturb-step:5"}
