@@ -7,6 +7,13 @@ pragma solidity ^0.8.28;
 /// fetched from GitHub here. Signatures match forge 1.x exactly (the selector is all that
 /// matters); add a cheatcode here when a test needs one.
 interface Vm {
+    /// One log recorded by `recordLogs` (forge-std's `Vm.Log`).
+    struct Log {
+        bytes32[] topics;
+        bytes data;
+        address emitter;
+    }
+
     // ------------------------------------------------------------ callers
     /// Next call (only) is made with msg.sender = `sender`.
     function prank(address sender) external;
@@ -27,6 +34,18 @@ interface Vm {
     function store(address target, bytes32 slot, bytes32 value) external;
     function snapshotState() external returns (uint256 snapshotId);
     function revertToState(uint256 snapshotId) external returns (bool success);
+    /// Revert to the snapshot and free it (a snapshot copies the state: free the ones done with).
+    function revertToStateAndDelete(uint256 snapshotId) external returns (bool success);
+
+    // ------------------------------------------------------------ environment
+    function setEnv(string calldata name, string calldata value) external;
+    function envOr(string calldata name, uint256 defaultValue) external view returns (uint256 value);
+
+    // ------------------------------------------------------------ logs
+    /// Record every log emitted from now on (clears what was recorded before).
+    function recordLogs() external;
+    /// The logs recorded since `recordLogs`, consumed (a second call returns only newer ones).
+    function getRecordedLogs() external returns (Log[] memory logs);
 
     // ------------------------------------------------------------ expectations
     /// The next call must revert (with any data).
@@ -46,4 +65,5 @@ interface Vm {
     function toString(address value) external pure returns (string memory stringifiedValue);
     function toString(bytes32 value) external pure returns (string memory stringifiedValue);
     function toString(bool value) external pure returns (string memory stringifiedValue);
+    function toString(bytes calldata value) external pure returns (string memory stringifiedValue);
 }
