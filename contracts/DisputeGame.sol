@@ -486,12 +486,15 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
                 _unlock(referee, refereeStake);
                 continue;
             }
+            // Recorded first: the forfeit refreshes the referee's draw weight, which must see
+            // its reputation after this vote (a tree weight left above it would make the next
+            // committee's rejection step drop it, so a small pool's committee would shrink by luck).
+            if (vote == 0) registry.recordTimeout(referee);
+            else registry.recordTaskFailed(referee);
             // The penalty comes out of the referee's locked stake first, then the rest is released.
             uint256 taken = stakeManager.forfeit(referee, refereePenalty);
             _unlock(referee, refereeStake - taken);
             emit RefereePenalized(gameId, referee, taken, vote != 0);
-            if (vote == 0) registry.recordTimeout(referee);
-            else registry.recordTaskFailed(referee);
         }
         assembly ("memory-safe") {
             mstore(majority, count)

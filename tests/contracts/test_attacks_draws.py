@@ -19,6 +19,7 @@ from brownie.exceptions import VirtualMachineError
 from eth_abi import encode
 
 from tests.contracts.dispute_setup import *  # noqa: F401,F403
+from truetrain.dispute import Vote
 from truetrain.market.audit_draw import pending_audit_draw
 from truetrain.market.views import JobView, TaskView
 
@@ -170,3 +171,30 @@ def test_committee_isDrawnWithoutReplacement_everyEligibleVerifierSeated(pool, s
         seated = pool.drawCommittee(web3.keccak(seed.to_bytes(32, "big")), 3, req, referees[0])
         assert len(seated) == 3 == len(set(seated)) and referees[0] not in seated
     assert pool.drawCommittee(web3.keccak(b"x"), 9, req, challenger) == pool.drawCommittee(web3.keccak(b"x"), 9, req, challenger)
+
+
+def test_committee_aPenalisedRefereeKeepsItsSeat_itsWeightRefreshedAfterItsRecord(
+        game, pool, job_market, stake_manager, registry, submitter, w1, challenger, referees, v1):
+    """Found by the repeated adversarial suite: a referee outvoted in one game was recorded
+    (reputation down) after the forfeit had refreshed its draw weight, so its tree weight stayed
+    above its weight now, and the next committee's rejection step dropped it for some seeds: a
+    pool of three eligible verifiers then seated one referee. Recorded first, its weight is
+    exact, and every eligible verifier keeps its seat for every seed."""
+    three = referees[:3]
+    for r in referees[3:] + [v1]:
+        pool.leavePool({"from": r})
+    _, tid = revealed_task(job_market, submitter, w1, CHEAT)
+    gid, _ = challenge_task(game, tid, challenger, HONEST)
+    play(game, gid, CHEAT, HONEST)
+    draw_referees(game, gid, submitter)
+    seated = [s[0] for s in game.committeeOf(gid)]
+    assert sorted(map(str, seated)) == sorted(map(str, three))
+    liar = seated[0]
+    vote_all(game, gid, {r: int(Vote.WORKER) if r == liar else int(Vote.CHALLENGER) for r in seated})
+    tx = game.resolve(gid, {"from": submitter})
+    assert [e["referee"] for e in tx.events["RefereePenalized"]] == [liar]
+    assert pool.weightOf(liar, True) <= stake_manager.freeStake(liar) * registry.reputationOf(liar)
+    req = (0, 0, 0, 50 * E, w1.address)
+    for seed in range(60):
+        committee = pool.drawCommittee(web3.keccak(seed.to_bytes(32, "big")), 3, req, challenger)
+        assert sorted(map(str, committee)) == sorted(map(str, three)), seed
