@@ -30,6 +30,9 @@ class HardwareProfile:
     cpu_count: int
     host: str
     gpus: tuple = ()
+    #: The repro GEMM route its self-test chose on the device it trains on ("int8" or
+    #: "float64"; empty when it was not checked): same bits either way, another speed.
+    gemm_route: str = ""
 
     def canonical_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
@@ -82,7 +85,7 @@ def measure_gflops(device: str = "cpu", size: int = 512, repeats: int = 3) -> in
     return max(1, int(2 * size**3 / best / 1e9))
 
 
-def detect(measure: bool = True) -> HardwareProfile:
+def detect(measure: bool = True, gemm_route: str = "") -> HardwareProfile:
     """Describe this machine: its first NVIDIA GPU when there is one, else its CPU."""
     gpus = _gpus()
     cpu_count = os.cpu_count() or 1
@@ -91,8 +94,9 @@ def detect(measure: bool = True) -> HardwareProfile:
         return HardwareProfile(
             DEVICE_CUDA, first["name"], int(first["memory_mib"]),
             measure_gflops("cuda") if measure else 0, cpu_count, platform.node(), tuple(gpus),
+            gemm_route,
         )
     return HardwareProfile(
         DEVICE_CPU, platform.processor() or platform.machine(), _system_memory_mib(),
-        measure_gflops("cpu") if measure else 0, cpu_count, platform.node(),
+        measure_gflops("cpu") if measure else 0, cpu_count, platform.node(), (), gemm_route,
     )

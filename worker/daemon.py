@@ -45,7 +45,7 @@ class WorkerDaemon(Daemon):
     slow_kinds = frozenset({WORK})
 
     def start(self) -> None:
-        self.profile = detect()
+        self.profile = detect(gemm_route=self.check_gemm().route)
         super().start()
 
     def on_event(self, event) -> None:

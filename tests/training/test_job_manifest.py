@@ -46,6 +46,11 @@ CASES = [
     (("seed",), "7", "seed"),
     (("seed",), True, "seed"),
     (("numeric_mode",), "fast", "numeric_mode"),
+    (("limbs",), 4, "limbs: expected one of 2, 3"),
+    (("limbs",), 1, "limbs"),
+    (("limbs",), "2", "limbs"),
+    (("limbs",), True, "limbs"),
+    (("limbs",), 2.0, "limbs"),
     (("model",), [], "model"),
     (("model", "kind"), "rnn", "model.kind"),
     (("model", "widths"), [64], "model.widths"),
@@ -116,6 +121,17 @@ def test_load_valid_typedFieldsAndCanonicalHash():
     assert m.test_set.hash == bytes.fromhex("ab" * 32) and m.initial_checkpoint is None
     again = load_manifest(json.dumps(dict(reversed(list(VALID.items())))).encode())
     assert again.to_bytes() == m.to_bytes() and again.hash() == m.hash()
+
+
+def test_limbs_defaultTwo_buildWritesIt_stockRefusesIt():
+    assert load_manifest(VALID).limbs == 2
+    assert load_manifest(dict(VALID, limbs=3)).limbs == 3
+    built = build_manifest(**{k: VALID[k] for k in (
+        "name", "seed", "model", "optimizer", "batch_size", "steps_per_task",
+        "checkpoint_interval", "rounds", "shards", "test_set")})
+    assert built.raw["limbs"] == 2 and built.limbs == 2
+    with pytest.raises(ManifestError, match="^limbs: only a repro-mode manifest names limbs"):
+        load_manifest(dict(VALID, numeric_mode="stock", limbs=2))
 
 
 def test_load_notJson_raises():

@@ -1,4 +1,4 @@
-"""Repro ops: exact products and sums, batch independence, exp/log accuracy, gradients."""
+"""Repro ops: exact sums, exp/log accuracy, hand-written gradients on both GEMM routes."""
 
 from __future__ import annotations
 
@@ -12,9 +12,15 @@ import torch.nn.functional as F
 from truetrain.errors import ReproducibilityError
 from truetrain.training.models import build_stock_model, init_params, parse_model_spec
 from truetrain.training.repro_net import ReproNet
-from truetrain.training.repro_ops import (exact_matmul, exact_sum, exp64, exp_f32, first_argmax,
-                                         log64, log_f32, operand_bits, softmax_xent, tree_sum,
+from truetrain.training.intgemm import GemmEngine
+from truetrain.training.repro_ops import (exact_sum, exp64, exp_f32, first_argmax, log64,
+                                         log_f32, operand_bits, softmax_xent, tree_sum,
                                          xent_loss)
+
+# The int8 route on every product, however small, and the float64 fallback.
+INT8 = GemmEngine("cpu", "int8", small_product=0)
+FLOAT64 = GemmEngine("cpu", "float64")
+ENGINES = {"int8": INT8, "float64": FLOAT64}
 
 CNN = {"kind": "cnn", "in_shape": [1, 8, 8], "channels": [4, 8], "kernel": 3, "hidden": [16],
        "classes": 10}
@@ -23,54 +29,6 @@ MLP = {"kind": "mlp", "widths": [64, 32, 16, 10]}
 
 def _gen(seed=0):
     return torch.Generator().manual_seed(seed)
-
-
-def test_exact_matmul_rowAloneOrInBatch_sameBits():
-    a = torch.randn(37, 300, generator=_gen(1))
-    b = torch.randn(300, 50, generator=_gen(2))
-    full = exact_matmul(a, b)
-    for i in (0, 5, 36):
-        assert torch.equal(exact_matmul(a[i:i + 1], b), full[i:i + 1])
-    assert torch.equal(exact_matmul(a[10:20], b), full[10:20])
-
-
-def test_exact_matmul_threadCount_sameBits():
-    a = torch.randn(64, 784, generator=_gen(3))
-    b = torch.randn(784, 128, generator=_gen(4))
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one = exact_matmul(a, b)
-        torch.set_num_threads(2)
-        two = exact_matmul(a, b)
-    finally:
-        torch.set_num_threads(before)
-    assert torch.equal(one, two)
-
-
-def test_exact_matmul_closeToFloat64():
-    a = torch.randn(64, 784, generator=_gen(5))
-    b = torch.randn(784, 128, generator=_gen(6))
-    ref = a.double() @ b.double()
-    err = (exact_matmul(a, b).double() - ref).abs().max() / ref.abs().max()
-    assert err < 2e-6
-
-
-def test_exact_matmul_zeroRowsAndNegativeZero_givePositiveZero():
-    a = torch.zeros(3, 4)
-    a[1] = torch.tensor([1.0, -1.0, 0.5, -0.5])
-    a[2] = -0.0
-    b = torch.ones(4, 2)
-    out = exact_matmul(a, b)
-    assert torch.equal(out, torch.zeros(3, 2))
-    assert not torch.signbit(out).any()
-
-
-def test_exact_matmul_nonFinite_raises():
-    a = torch.ones(2, 3)
-    a[0, 1] = math.nan
-    with pytest.raises(ReproducibilityError):
-        exact_matmul(a, torch.ones(3, 2))
 
 
 def test_operand_bits_tooLongReduction_raises():
@@ -118,10 +76,15 @@ def test_log_f32_withinOneUlp():
 
 def test_exp64_log64_relativeErrorVsLibm():
     x = torch.linspace(-700, 700, 100001, dtype=torch.float64)
-    rel = ((exp64(x) - torch.exp(x)) / torch.exp(x)).abs().max()
-    assert rel < 1e-12
+    ours = exp64(x)
+    assert torch.equal(exp64(x), ours)
+    ref = torch.from_numpy(np.exp(x.numpy()))  # numpy's own exp, not torch's
+    rel = ((ours - ref) / ref).abs()
+    worst = int(rel.argmax())
+    assert rel[worst] < 1e-12, (float(x[worst]), float(ours[worst]), float(ref[worst]))
     y = torch.logspace(-300, 300, 100001, dtype=torch.float64)
-    assert ((log64(y) - torch.log(y)).abs() / torch.log(y).abs().clamp_min(1e-3)).max() < 1e-13
+    ref = torch.from_numpy(np.log(y.numpy()))
+    assert ((log64(y) - ref).abs() / ref.abs().clamp_min(1e-3)).max() < 1e-13
 
 
 def test_exp_log_specialCases():
@@ -152,39 +115,48 @@ def test_first_argmax_tiesGoToFirst():
     assert first_argmax(x, 1).tolist() == [1, 0, 2]
 
 
+@pytest.mark.parametrize("limbs", [2, 3])
 @pytest.mark.parametrize("raw", [MLP, CNN], ids=["mlp", "cnn"])
-def test_gradients_microBatchSplits_sameBits(raw):
+def test_gradients_microBatchSplitsAndRoutes_sameBits(raw, limbs):
     spec = parse_model_spec(raw)
     params = init_params(spec, 3)
-    net = ReproNet(spec)
     x = torch.rand(48, 64, generator=_gen(11))
     y = torch.randint(0, 10, (48,), generator=_gen(12))
-    full, s, t = net.gradients(params, x, y)
-    for micro in (1, 7, 16, 47):
-        grads, s2, t2 = net.gradients(params, x, y, micro_batch=micro)
-        assert all(torch.equal(full[k], grads[k]) for k in full), micro
+    full, s, t = ReproNet(spec, INT8, limbs).gradients(params, x, y)
+    for route, micro in (("int8", 1), ("int8", 7), ("float64", None), ("float64", 16),
+                         ("int8", 47)):
+        grads, s2, t2 = ReproNet(spec, ENGINES[route], limbs).gradients(
+            params, x, y, micro_batch=micro)
+        assert all(torch.equal(full[k], grads[k]) for k in full), (route, micro)
         assert torch.equal(s, s2) and torch.equal(t, t2)
 
 
+# Relative error (norm of the difference over the norm) against float64 autograd. At 2 limbs
+# the CNN's figure is set by its max-pool and ReLU decisions: near-ties that 14-bit operands
+# order differently route a gradient elsewhere; at 3 limbs both models match closely.
+TOLERANCE = {("mlp", 2): 3e-4, ("cnn", 2): 3e-2, ("mlp", 3): 5e-6, ("cnn", 3): 5e-6}
+
+
+@pytest.mark.parametrize("limbs", [2, 3])
 @pytest.mark.parametrize("raw", [MLP, CNN], ids=["mlp", "cnn"])
-def test_gradients_closeToFloat64Autograd(raw):
+def test_gradients_closeToFloat64Autograd(raw, limbs):
     spec = parse_model_spec(raw)
     params = init_params(spec, 4)
     x = torch.rand(32, 64, generator=_gen(13))
     y = torch.randint(0, 10, (32,), generator=_gen(14))
-    grads, _, _ = ReproNet(spec).gradients(params, x, y)
+    grads, _, _ = ReproNet(spec, INT8, limbs).gradients(params, x, y)
     module = build_stock_model(spec, params).double()
     F.cross_entropy(module(x.double()), y).backward()
     for name, p in module.named_parameters():
-        err = (grads[name].double() - p.grad).abs().max() / p.grad.abs().max()
-        assert err < 5e-5, name
+        err = (grads[name].double() - p.grad).norm() / p.grad.norm()
+        assert err < TOLERANCE[(raw["kind"], limbs)], name
 
 
 @pytest.mark.parametrize("raw", [MLP, CNN], ids=["mlp", "cnn"])
 def test_forward_rowAloneOrInBatch_sameBits(raw):
     spec = parse_model_spec(raw)
     params = init_params(spec, 5)
-    net = ReproNet(spec)
+    net = ReproNet(spec, INT8)
     x = torch.rand(16, 64, generator=_gen(15))
     full = net.forward(params, x)
     assert torch.equal(net.forward(params, x[7:8]), full[7:8])

@@ -1,5 +1,6 @@
-"""Reproducible training: same checkpoint hashes across processes, thread counts and
-micro-batch splits; replay from a middle checkpoint; aggregation."""
+"""Reproducible training: same checkpoint hashes across processes, thread counts,
+micro-batch splits and GEMM routes (int8 kernel vs its float64 fallback); replay from a
+middle checkpoint; aggregation."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ from truetrain.training import (Contribution, aggregate, decode_checkpoint, init
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Runs in a fresh interpreter: one task per micro-batch setting, prints the hashes.
+# Runs in a fresh interpreter: one task per micro-batch setting, prints the hashes. The
+# GEMM route is chosen first: the float64 fallback, or int8 on every product however small.
 CHILD = r"""
 import json, sys, torch
-threads, manifest_path, shard_path, micros = sys.argv[1:5]
+threads, manifest_path, shard_path, micros, route = sys.argv[1:6]
 torch.set_num_threads(int(threads))
 from truetrain.training import load_manifest, run_task
+from truetrain.training.gemm_check import engine_for
+engine_for("cpu", route, small_product=0)
 manifest = load_manifest(open(manifest_path).read())
 shard = open(shard_path, "rb").read()
 out = {}
@@ -42,6 +46,9 @@ JOBS = {
                             "kernel": 3, "classes": 10},
                      optimizer={"kind": "adam", "lr": 0.003, "betas": [0.9, 0.99]},
                      steps_per_task=20, checkpoint_interval=5),
+    "mlp-adam-3limbs": dict(model={"kind": "mlp", "widths": [64, 40, 10]},
+                            optimizer={"kind": "adam", "lr": 0.003}, limbs=3,
+                            steps_per_task=20, checkpoint_interval=5),
 }
 
 
@@ -51,9 +58,9 @@ def _children(tmp_path, manifest, shard, micros):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen(
         [sys.executable, "-c", CHILD, str(threads), str(tmp_path / "m.json"),
-         str(tmp_path / "s.bin"), json.dumps(micros)],
+         str(tmp_path / "s.bin"), json.dumps(micros), route],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for threads in (1, 2)]
+        for threads, route in ((1, "float64"), (2, "int8"))]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -63,7 +70,7 @@ def _children(tmp_path, manifest, shard, micros):
 
 
 @pytest.mark.parametrize("job", sorted(JOBS))
-def test_runTask_separateProcesses_threadsAndMicroBatches_sameHashes(
+def test_runTask_separateProcesses_threadsMicroBatchesAndGemmRoutes_sameHashes(
         job, tmp_path, digits1, make_manifest):
     shards, test = digits1
     manifest = make_manifest(shards, test, batch_size=48, **JOBS[job])

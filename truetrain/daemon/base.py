@@ -31,6 +31,7 @@ from truetrain.daemon.settings import DaemonSettings
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
 from truetrain.errors import ContractRevert, TruetrainError
 from truetrain.hardware import detect
+from truetrain.training.gemm_check import engine_for, kernel_check
 from truetrain.market import MarketReader, ResultBundle, TaskStatus
 from truetrain.storage import StorageClient, StorageSettings
 
@@ -132,13 +133,13 @@ class Daemon:
         registered, roles = identity[0], identity[1]
         if registered and roles & self.role_bits == self.role_bits:
             return
-        profile = detect()
+        profile = detect(gemm_route=self.gemm.route)
         if not registered:
             stored = self.store.add_bytes(profile.canonical_json())
             self.send("register", registry.functions.register(self.role_bits, stored.cid, stored.hash,
                                                               self.capability(profile)))
             log.info("registered identity", extra={"profile": stored.cid, "device": profile.device_name,
-                                                   "memory_mib": profile.memory_mib})
+                                                   "memory_mib": profile.memory_mib, "gemm_route": profile.gemm_route})
         else:
             self.send("setRoles", registry.functions.setRoles(roles | self.role_bits))
 
@@ -258,8 +259,17 @@ class Daemon:
             self.metrics.sample_gpu()
         self.metrics.update_book(self.book.counts())
 
+    def check_gemm(self):
+        """Self-test the int8 GEMM kernel on the training device once (or take the route the
+        settings force); log it, export it, and return the outcome."""
+        engine_for(self.device, self.settings.gemm_route)
+        check = kernel_check(self.device)
+        self.metrics.gemm_route.labels(check.device, check.route).set(1)
+        return check
+
     def start(self) -> None:
         """Connect and take part (identity, stake, pool); build the event follower."""
+        self.gemm = self.check_gemm()
         self.connect()
         genesis = bytes(self.client.w3.eth.get_block(0)["hash"]).hex()
         if self.book.bind_chain(f"{genesis}:{self.market.address}"):

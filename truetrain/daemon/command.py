@@ -8,7 +8,7 @@ import click
 
 from truetrain.cli_options import AMOUNT, default_ipfs, default_rpc
 from truetrain.daemon.logs import setup_logging
-from truetrain.daemon.settings import DEVICES, load_settings
+from truetrain.daemon.settings import DEVICES, GEMM_ROUTES, load_settings
 
 
 def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_default: bool = False) -> click.Command:
@@ -40,6 +40,8 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
         click.option("--deployments", type=click.Path(file_okay=False, path_type=Path),
                      help="Folder of deployments/<chain id>.json."),
         click.option("--device", type=click.Choice(DEVICES), help="Torch device [default: auto]."),
+        click.option("--gemm-route", type=click.Choice(GEMM_ROUTES),
+                     help="Repro GEMM route: auto (int8 if its self-test passes) or float64 [default: auto]."),
         click.option("--metrics-port", type=click.IntRange(0, 65535), help="Prometheus port on 127.0.0.1 (0: off)."),
         click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between ticks [default: 0.5]."),
         click.option("--confirmations", type=click.IntRange(0, 64), help="Blocks to wait on top of a transaction."),

@@ -32,6 +32,8 @@ class Metrics:
         self.disputes = Counter("truetrain_disputes_total", "Dispute games ended, by outcome for this daemon (won, lost)",
                                 ["outcome"], registry=r)
         self.withdrawn = Counter("truetrain_withdrawn_wei_total", "Earnings withdrawn from the market", registry=r)
+        self.gemm_route = Gauge("truetrain_gemm_route", "Repro GEMM route in use on the training device "
+                                "(1 on the route the self-test chose)", ["device", "route"], registry=r)
         self.block = Gauge("truetrain_chain_block", "Latest block this daemon saw", registry=r)
         self.errors = Counter("truetrain_errors_total", "Failures logged and survived, by type", ["type"], registry=r)
         self.role = role

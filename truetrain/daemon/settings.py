@@ -22,6 +22,8 @@ from truetrain.paths import DEPLOYMENTS, HOME
 ROLES = ("worker", "verifier")
 DEVICES = ("auto", "cpu", "cuda")
 LOG_FORMATS = ("json", "text")
+#: "auto": the int8 kernel when its self-test passes; "float64": always the fallback (same bits).
+GEMM_ROUTES = ("auto", "float64")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class DaemonSettings:
     state_dir: Path | None = None
     deployments: Path = DEPLOYMENTS
     device: str = "auto"
+    gemm_route: str = "auto"
     metrics_port: int = 0
     poll_interval_s: float = 0.5
     confirmations: int = 0
@@ -66,6 +69,8 @@ class DaemonSettings:
             raise ConfigError("give exactly one signing key: key, keystore or account_index")
         if self.device not in DEVICES and not str(self.device).startswith("cuda:"):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if self.gemm_route not in GEMM_ROUTES:
+            raise ConfigError(f"gemm_route must be auto or float64, got {self.gemm_route!r}")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError(f"log_format must be json or text, got {self.log_format!r}")
         if not (isinstance(self.poll_interval_s, (int, float)) and 0 < self.poll_interval_s < math.inf):

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 
 from ..errors import ManifestError
 from ..hashing import keccak256
+from .intgemm import DEFAULT_LIMBS, LIMB_COUNTS
 from .models import ModelSpec, parse_model_spec
 from .optim import OptimizerSpec
 
 MANIFEST_VERSION = 1
 _HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
-_TOP = {"version", "name", "seed", "numeric_mode", "model", "optimizer", "batch_size",
-        "steps_per_task", "checkpoint_interval", "rounds", "shards", "test_set",
+_TOP = {"version", "name", "seed", "numeric_mode", "limbs", "model", "optimizer",
+        "batch_size", "steps_per_task", "checkpoint_interval", "rounds", "shards", "test_set",
         "initial_checkpoint"}
-_OPTIONAL_TOP = {"initial_checkpoint"}
+_OPTIONAL_TOP = {"initial_checkpoint", "limbs"}
 
 
 #: The market stores a task's checkpoint count in 16 bits (JobParams.checkpointLeaves).
@@ -44,6 +45,7 @@ class Manifest:
     name: str
     seed: int
     numeric_mode: str
+    limbs: int
     model: ModelSpec
     optimizer: OptimizerSpec
     batch_size: int
@@ -157,6 +159,12 @@ def validate_manifest(raw) -> Manifest:
     mode = raw["numeric_mode"]
     if mode not in ("repro", "stock"):
         raise ManifestError(f"numeric_mode: expected 'repro' or 'stock', got {mode!r}")
+    limbs = raw.get("limbs", DEFAULT_LIMBS)
+    if isinstance(limbs, bool) or not isinstance(limbs, int) or limbs not in LIMB_COUNTS:
+        raise ManifestError(f"limbs: expected one of {', '.join(map(str, LIMB_COUNTS))} (int8 "
+                            f"limbs per GEMM operand in repro mode), got {limbs!r}")
+    if mode != "repro" and "limbs" in raw:
+        raise ManifestError("limbs: only a repro-mode manifest names limbs")
     model = parse_model_spec(raw["model"])
     optimizer = _optimizer(raw["optimizer"])
     batch = _int(raw["batch_size"], "batch_size", 1)
@@ -176,7 +184,7 @@ def validate_manifest(raw) -> Manifest:
     test = _ref(raw["test_set"], "test_set", False)
     init = raw.get("initial_checkpoint")
     init_ref = None if init is None else _ref(init, "initial_checkpoint", False)
-    return Manifest(raw, name, seed, mode, model, optimizer, batch, steps, interval, rounds,
+    return Manifest(raw, name, seed, mode, limbs, model, optimizer, batch, steps, interval, rounds,
                     refs, test, init_ref)
 
 
@@ -195,14 +203,18 @@ def load_manifest(source) -> Manifest:
 def build_manifest(*, name: str, seed: int, model: dict, optimizer: dict, batch_size: int,
                    steps_per_task: int, checkpoint_interval: int, rounds: int,
                    shards: list[dict], test_set: dict, numeric_mode: str = "repro",
+                   limbs: int = DEFAULT_LIMBS,
                    initial_checkpoint: dict | None = None) -> Manifest:
     """Assemble and validate a manifest (``shards``/``test_set`` as from
-    :func:`~truetrain.training.datasets.publish_dataset`)."""
+    :func:`~truetrain.training.datasets.publish_dataset`); a repro manifest always names
+    its ``limbs``, so equal settings give equal bytes."""
     raw = {"version": MANIFEST_VERSION, "name": name, "seed": seed,
            "numeric_mode": numeric_mode, "model": model, "optimizer": optimizer,
            "batch_size": batch_size, "steps_per_task": steps_per_task,
            "checkpoint_interval": checkpoint_interval, "rounds": rounds,
            "shards": shards, "test_set": test_set}
+    if numeric_mode == "repro":
+        raw["limbs"] = limbs
     if initial_checkpoint is not None:
         raw["initial_checkpoint"] = initial_checkpoint
     return validate_manifest(json.loads(canonical_json(raw)))

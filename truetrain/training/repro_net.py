@@ -1,24 +1,24 @@
 """Hand-written, bit-reproducible forward and backward passes for the registry's models.
 
-Autograd is not used: every product goes through exact integer float64 matmuls (see
-``repro_ops``) and every other step is elementwise or data movement, so the gradient is a
-pure function of (parameters, batch), whatever the device, thread count or micro-batch
-split.
+Autograd is not used: every product goes through the integer GEMM engine (``intgemm``:
+exact integer sums of quantised operands, rounded once to float32) and every other step is
+elementwise or data movement, so the gradient is a pure function of (parameters, batch),
+whatever the device, thread count, GEMM route or micro-batch split.
 
-How each layer's products are made exact (``L(k)`` = ceil(log2 k)):
+How each layer's products are quantised (``b = 7 * limbs`` bits per operand):
 
-* weights are quantised once per step as a whole tensor (22 bits) and that copy serves
-  the forward product and the input-gradient product;
-* forward ``h = a @ W.T``: rows of ``a`` (one sample, or one conv patch) are quantised to
-  ``53 - 22 - L(in)`` bits (at most 24), so a row's output depends only on that row;
-* input gradient ``dA = G @ W``: rows of ``G`` likewise, with ``L(out)``;
+* weights are quantised once per step, twice: per output channel (the forward product)
+  and per input feature (the input-gradient product);
+* forward ``h = a @ W.T``: rows of ``a`` (one sample, or one conv patch) are quantised
+  alone, so a row's output depends only on that row;
+* input gradient ``dA = G @ W``: rows of ``G`` likewise;
 * weight gradient ``dW = G.T @ a`` sums over the batch rows ``m``. It reuses the forward
-  integers ``qa[m] = a[m] / sa[m]`` and folds the row scale into ``G' = G * sa[m]``
-  (exact), whose columns are quantised with the largest magnitude over the *whole batch*
-  and ``53 - bits(qa) - L(rows)`` bits; the bias gradient sums the columns of ``G``
-  quantised the same way. Integer partial sums add exactly, so micro-batches that share
-  those per-column maxima sum to exactly the full batch's integers. That is why a
-  micro-batched step makes two passes: the first finds the maxima, the second sums.
+  integers ``qa[m] = a[m] / sa[m]`` (and their int8 limbs) and folds the row scale into
+  ``G' = G * sa[m]``, whose columns are quantised with the largest magnitude over the
+  *whole batch*; the bias gradient sums the columns of ``G`` quantised the same way.
+  Integer partial sums add exactly, so micro-batches that share those per-column maxima
+  sum to exactly the full batch's integers. That is why a micro-batched step makes two
+  passes: the first finds the maxima, the second sums.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .intgemm import DEFAULT_LIMBS, GemmEngine, quantize
 from .models import ModelSpec
-from .repro_ops import (F32, WEIGHT_BITS, first_max_mask, operand_bits, power_scales,
-                        quantize_rows, quantize_tensor, softmax_xent)
+from .repro_ops import F32, first_max_mask, operand_bits, power_scales, softmax_xent
 
 _ZERO = 0.0  # where(mask, x, 0.0) gives +0.0 where masked (x * mask could give -0.0)
 
@@ -75,38 +75,42 @@ def _relu(h: torch.Tensor):
 class _Layer:
     """What the backward pass needs from one affine layer's forward pass."""
 
-    __slots__ = ("name", "qa", "sa", "bits_a", "mask", "pool_mask", "shape")
+    __slots__ = ("name", "qa", "mask", "pool_mask", "shape")
 
-    def __init__(self, name, qa, sa, bits_a):
-        self.name, self.qa, self.sa, self.bits_a = name, qa, sa, bits_a
+    def __init__(self, name, qa):
+        self.name, self.qa = name, qa  # qa: the input's quantised rows (an intgemm.Operand)
         self.mask = self.pool_mask = self.shape = None
 
 
 class ReproNet:
     """Forward, loss and gradient of one :class:`ModelSpec` in repro arithmetic."""
 
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, engine: GemmEngine | None = None,
+                 limbs: int = DEFAULT_LIMBS):
         self.spec = spec
+        self.engine = engine if engine is not None else GemmEngine(route="float64")
+        self.limbs = limbs
         self.layers = [f"conv.{i}" for i in range(len(spec.channels))] + [
             f"fc.{j}" for j in range(len(spec.fc_widths) - 1)]
 
     # --- forward -----------------------------------------------------------------------
 
     def quantize_weights(self, params: dict[str, torch.Tensor]) -> dict:
-        """Per-step integer copies of every weight matrix, shared by all passes."""
+        """Per-step integer copies of every weight matrix ``W`` (out, in), shared by all
+        passes: ``W.T`` per output channel (forward) and ``W`` per input feature
+        (input gradient), both as right operands."""
         wq = {}
         for name in self.layers:
             w = params[name + ".weight"]
-            wq[name] = quantize_tensor(w.reshape(w.shape[0], -1), WEIGHT_BITS)
+            w = w.reshape(w.shape[0], -1)
+            wq[name] = (quantize(w.T, 0, self.limbs), quantize(w, 0, self.limbs))
         return wq
 
     def _affine(self, name, a, params, wq, tape):
-        qw, sw = wq[name]
-        bits = operand_bits(a.shape[1], WEIGHT_BITS)
-        qa, sa = quantize_rows(a, bits)
-        h = (qa @ qw.T).mul_((sa * sw).unsqueeze(1)).to(F32) + params[name + ".bias"]
+        qa = quantize(a, 1, self.limbs)
+        h = self.engine.matmul(qa, wq[name][0]) + params[name + ".bias"]
         if tape is not None:
-            tape.append(_Layer(name, qa, sa, bits))
+            tape.append(_Layer(name, qa))
         return h
 
     def forward(self, params, x, wq=None, tape=None) -> torch.Tensor:
@@ -139,11 +143,7 @@ class ReproNet:
 
     def _input_grad(self, g: torch.Tensor, name: str, wq) -> torch.Tensor:
         """float32 ``g @ W`` with rows of ``g`` quantised alone."""
-        qw, sw = wq[name]
-        qg, sg = quantize_rows(g, operand_bits(g.shape[1], WEIGHT_BITS))
-        s = qg @ qw
-        s.add_(0.0)  # -0.0 -> +0.0, whatever the BLAS does with zero sums
-        return s.mul_((sg * sw).unsqueeze(1)).to(F32)
+        return self.engine.matmul(quantize(g, 1, self.limbs), wq[name][1])
 
     def _backward(self, tape, g, wq, visit):
         """Walk the tape backwards; ``visit(layer, g)`` gets each layer's output gradient."""
@@ -178,7 +178,7 @@ class ReproNet:
         wq = self.quantize_weights(params)
         size = rows if not micro_batch or micro_batch >= rows else int(micro_batch)
         slices = [(i, min(i + size, rows)) for i in range(0, rows, size)]
-        sums = _GradSums(self.spec, rows)
+        sums = _GradSums(self.spec, rows, self.engine, self.limbs)
 
         if len(slices) > 1:  # pass 1: the whole batch's per-column maxima
             for lo, hi in slices:
@@ -201,18 +201,18 @@ class ReproNet:
 class _GradSums:
     """Each layer's weight and bias gradient as exact integer sums over the batch rows."""
 
-    def __init__(self, spec: ModelSpec, batch: int):
+    def __init__(self, spec: ModelSpec, batch: int, engine: GemmEngine, limbs: int):
         self.rows = {f"conv.{i}": batch * h * w for i, (_, h, w) in enumerate(spec.conv_shapes())}
         self.rows.update({f"fc.{j}": batch for j in range(len(spec.fc_widths) - 1)})
+        self.engine, self.limbs = engine, limbs
         self.max_gp: dict[str, torch.Tensor] = {}  # per column: max |G * sa|
         self.max_g: dict[str, torch.Tensor] = {}  # per column: max |G|
         self.sums: dict[str, list] = {}
-        self.scales: dict[str, tuple] = {}
 
     @staticmethod
     def _gp(layer, g):
-        """G' = G * sa (row scale of the forward integers), exact in float64."""
-        return torch.mul(g, layer.sa.unsqueeze(1))
+        """G' = G * sa (row scale of the forward integers; float32, a power of two)."""
+        return torch.mul(g, layer.qa.scale.unsqueeze(1))
 
     def observe(self, layer, g, gp=None):
         """Pass 1: fold this slice into the per-column maxima (max is order-free)."""
@@ -234,26 +234,21 @@ class _GradSums:
     def add(self, layer, g, gp=None):
         """Pass 2: add this slice's integer products to the layer's sums (exact)."""
         name = layer.name
-        rows = self.rows[name]
-        if name not in self.scales:
-            bits_w = operand_bits(rows, layer.bits_a)
-            self.scales[name] = (power_scales(self.max_gp[name], bits_w),
-                                 power_scales(self.max_g[name], operand_bits(rows, 0)))
-        (up_w, down_w), (up_b, down_b) = self.scales[name]
         gp = self._gp(layer, g) if gp is None else gp
-        qgp = gp.mul_(up_w).round_()
-        qg = torch.mul(g, up_b).round_()
-        sw, sb = qgp.T @ layer.qa, qg.sum(dim=0)
+        left = quantize(gp.T, 1, self.limbs, amax=self.max_gp[name])  # (out, rows)
+        sw = self.engine.exact_sum(left, layer.qa.unscaled())
+        up_b, down_b = power_scales(self.max_g[name], operand_bits(self.rows[name], 0))
+        sb = torch.mul(g, up_b).round_().sum(dim=0)
         if name in self.sums:
-            self.sums[name][0] += sw
+            self.sums[name][0].add(sw)
             self.sums[name][1] += sb
         else:  # +0.0 makes a possible -0.0 sum +0.0
-            self.sums[name] = [sw.add_(0.0), sb.add_(0.0), down_w, down_b]
+            self.sums[name] = [sw, sb.add_(0.0), left.scale, down_b]
 
     def result(self, params):
         grads = {}
         for name, (sw, sb, scale_w, scale_b) in self.sums.items():
             shape = params[name + ".weight"].shape
-            grads[name + ".weight"] = sw.mul_(scale_w.unsqueeze(1)).to(F32).view(shape)
+            grads[name + ".weight"] = sw.finish(scale_w, None).view(shape)
             grads[name + ".bias"] = sb.mul_(scale_b).to(F32)
         return grads

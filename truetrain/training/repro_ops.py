@@ -4,8 +4,8 @@ Every function here gives the same bits on any device, thread count and batch sp
 because it is built only from operations that IEEE-754 rounds correctly everywhere
 (+, -, *, / and sqrt, each as its own kernel so nothing fuses them), from exact
 operations (power-of-two scaling, ``frexp``, ``round``, max/min, data movement), and
-from float64 matrix products of small integers, which are exact whatever the summation
-order (see :func:`exact_matmul`).
+from exact integer sums, whatever the summation order (matrix products go through the
+integer GEMM engine, ``intgemm``).
 
 No library transcendental is used: :func:`exp64` and :func:`log64` are range-reduced
 polynomials written out here.
@@ -24,8 +24,6 @@ F64 = torch.float64
 
 #: A float64 holds every integer up to this many bits exactly.
 EXACT_BITS = 53
-#: Significant bits kept per weight tensor by :func:`quantize_tensor`.
-WEIGHT_BITS = 22
 #: Fewer significant bits than this would make a product too coarse to be useful.
 MIN_BITS = 12
 
@@ -74,19 +72,9 @@ def power_scales(amax: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Ten
     return ((2046 << 52) + shift - field).view(F64), (field - shift).view(F64)
 
 
-def quantize_rows(x: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Quantise each row of a float32 matrix to integers of at most ``bits`` bits.
-
-    Returns ``(q, scale)``: ``q`` float64 integers with ``|q| <= 2**bits`` and ``scale``
-    (one exact power of two per row) so that ``x ~= q * scale[:, None]``. A row's
-    integers depend on that row alone.
-    """
-    up, down = power_scales(x.abs().amax(dim=1), bits)
-    return torch.mul(x, up.unsqueeze(1)).round_(), down
-
-
 def quantize_cols(x: torch.Tensor, bits: int, amax: torch.Tensor | None = None):
-    """Quantise each column of ``x`` (see :func:`quantize_rows`).
+    """Quantise each column of float32 ``x`` to float64 integers of at most ``bits`` bits:
+    ``(q, scale)`` with ``x ~= q * scale`` (one exact power of two per column).
 
     ``amax`` (the per-column largest magnitude) may be given when ``x`` is one slice of a
     larger batch, so every slice uses the whole batch's scale and the integer partial
@@ -94,30 +82,6 @@ def quantize_cols(x: torch.Tensor, bits: int, amax: torch.Tensor | None = None):
     """
     up, down = power_scales(x.abs().amax(dim=0) if amax is None else amax, bits)
     return torch.mul(x, up).round_(), down
-
-
-def quantize_tensor(x: torch.Tensor, bits: int = WEIGHT_BITS):
-    """Quantise a whole tensor with one scale: ``x ~= q * scale`` (scale a 0-dim tensor)."""
-    up, down = power_scales(x.abs().amax(), bits)
-    return x.to(F64).mul_(up).round_(), down  # (a 0-dim float64 would not promote x)
-
-
-def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Reproducible ``a @ b`` for float32 ``a`` (M, K) and ``b`` (K, N), float32 result.
-
-    Rows of ``a`` are quantised one by one, ``b`` as a whole; the float64 product of the
-    integers is exact, then scaled back by powers of two (exact) and rounded once to
-    float32. A row of the result depends only on that row of ``a`` and on ``b``.
-    Non-finite inputs raise :class:`ReproducibilityError`.
-    """
-    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
-        raise ReproducibilityError("exact_matmul: inputs must be finite")
-    qb, sb = quantize_tensor(b, WEIGHT_BITS)
-    qa, sa = quantize_rows(a, operand_bits(a.shape[1], WEIGHT_BITS))
-    s = qa @ qb
-    # +0.0 turns a possible -0.0 sum (which BLAS libraries may or may not produce) into +0.0.
-    s.add_(0.0)
-    return s.mul_((sa * sb).unsqueeze(1)).to(F32)
 
 
 def exact_sum(x: torch.Tensor, dim: int = 0) -> torch.Tensor:

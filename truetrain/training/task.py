@@ -15,6 +15,7 @@ from .datasets import decode_shard
 from .manifest import Manifest, load_manifest
 from .merkle import merkle_root
 from .models import build_stock_model, init_params
+from .gemm_check import engine_for
 from .repro_net import ReproNet
 from .repro_ops import first_argmax
 from .rng import derive_key
@@ -101,7 +102,7 @@ def predict(manifest, checkpoint, x: np.ndarray, *, device=None,
     out = []
     with torch.no_grad():
         if manifest.repro:
-            net = ReproNet(manifest.model)
+            net = ReproNet(manifest.model, engine_for(device), manifest.limbs)
             wq = net.quantize_weights(params)
             for i in range(0, len(xs), chunk):
                 out.append(first_argmax(net.forward(params, xs[i:i + chunk], wq), 1))

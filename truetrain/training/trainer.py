@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from ..errors import CheckpointError, DatasetError, ReproducibilityError, TrainingError
 from .checkpoint import Checkpoint, decode_checkpoint
 from .datasets import Shard, decode_shard
+from .gemm_check import engine_for
 from .manifest import Manifest, load_manifest
 from .models import build_stock_model, param_shapes
 from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update
@@ -86,7 +87,7 @@ class TrainRun:
         self._perm_cache: dict = {}
         self._losses: list = []
         if manifest.repro:
-            self.net = ReproNet(spec)
+            self.net = ReproNet(spec, engine_for(self.device), manifest.limbs)
         else:
             self.module = build_stock_model(spec, self.params).to(self.device)
             self.opt = build_stock_optimizer(manifest.optimizer, self.module, self.state)

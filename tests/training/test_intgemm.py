@@ -1,0 +1,199 @@
+"""The integer GEMM engine: exact integer sums, the same bits on both routes, across thread
+counts and batch splits; the exactness self-test and its fallback."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from truetrain.errors import ReproducibilityError
+from truetrain.training import gemm_check
+from truetrain.training.gemm_check import KernelCheck, self_test
+from truetrain.training.intgemm import (INT8_K_CHUNK, GemmEngine, Operand, operand_bits,
+                                        pad_for_cuda, quantize, split_limbs)
+
+INT8 = GemmEngine("cpu", "int8", small_product=0)
+FLOAT64 = GemmEngine("cpu", "float64")
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _exact_int(left: Operand, right: Operand) -> list[list[int]]:
+    """Python-integer reference of qL @ qR (arbitrary precision)."""
+    a = [[int(v) for v in row] for row in left.q.tolist()]
+    b = [[int(v) for v in row] for row in right.q.T.tolist()]
+    return [[sum(x * y for x, y in zip(r, c)) for c in b] for r in a]
+
+
+@pytest.mark.parametrize("limbs", [2, 3])
+def test_splitLimbs_extremesAndRandom_reconstructExactly(limbs):
+    bits = operand_bits(limbs)
+    q = torch.cat([torch.tensor([-(2.0 ** bits), 2.0 ** bits - 1, 0.0, -1.0, 127.0, -128.0]),
+                   torch.randint(-(2 ** bits), 2 ** bits, (500,), generator=_gen(1)).float()])
+    d = split_limbs(q.view(2, -1), limbs)
+    assert d.dtype == torch.int8 and d.shape == (limbs, 2, 253)
+    assert int(d[1:].min()) >= 0  # lower digits in [0, 127], the top one signed
+    back = sum(d[i].to(torch.int64) * 128 ** (limbs - 1 - i) for i in range(limbs))
+    assert torch.equal(back.view(-1), q.to(torch.int64))
+
+
+@pytest.mark.parametrize("limbs", [2, 3])
+def test_quantize_rowScalesArePowersOfTwo_andKeepBits(limbs):
+    x = torch.randn(6, 50, generator=_gen(2)) * torch.logspace(-20, 20, 6).unsqueeze(1)
+    x[5] = 0.0
+    op = quantize(x, 1, limbs)
+    bits = operand_bits(limbs)
+    assert op.q.abs().max() <= 2 ** bits and torch.equal(op.q, op.q.round())
+    mant, _ = torch.frexp(op.scale)
+    assert torch.all(mant == 0.5)  # every scale a power of two
+    assert torch.all(op.q[:5].abs().amax(1) >= 2 ** (bits - 1))  # no bit wasted
+    assert torch.equal(op.q[5], torch.zeros(50))
+    rel = ((op.q * op.scale.unsqueeze(1)).double() - x.double()).abs().amax(1) / x.abs().amax(1)
+    assert float(rel[:5].max()) <= 2.0 ** -bits
+
+
+@pytest.mark.parametrize("limbs", [2, 3])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (5, 13, 7), (37, 300, 50), (64, 784, 128)])
+def test_matmul_int8EqualsFloat64Route_andExactIntegers(limbs, m, k, n):
+    a = torch.randn(m, k, generator=_gen(m + k)) * 3
+    b = torch.randn(k, n, generator=_gen(n))
+    left, right = quantize(a, 1, limbs), quantize(b, 0, limbs)
+    fast = INT8.exact_sum(left, right).exact()
+    assert torch.equal(fast, FLOAT64.exact_sum(left, right).exact())
+    if m * k * n <= 5 * 13 * 7:
+        assert fast.tolist() == _exact_int(left, right)
+    assert torch.equal(INT8.matmul(left, right), FLOAT64.matmul(left, right))
+
+
+@pytest.mark.parametrize("limbs,tolerance", [(2, 4e-4), (3, 4e-6)])
+def test_matmul_closeToFloat64Reference(limbs, tolerance):
+    a = torch.randn(64, 784, generator=_gen(5))
+    b = torch.randn(784, 128, generator=_gen(6))
+    ref = a.double() @ b.double()
+    out = INT8.matmul(quantize(a, 1, limbs), quantize(b, 0, limbs))
+    assert out.dtype == torch.float32
+    assert float((out.double() - ref).abs().max() / ref.abs().max()) < tolerance
+
+
+@pytest.mark.parametrize("limbs", [2, 3])
+def test_matmul_longK_extremes_splitAndExact(limbs):
+    """K beyond one int8 call (2**16) and beyond float64's exact chunk at 3 limbs, with
+    every operand at -2**b: both routes give the exact integer K * 2**(2b)."""
+    bits = operand_bits(limbs)
+    k = INT8_K_CHUNK + 40
+    left = Operand(torch.full((3, k), -(2.0 ** bits)), None, limbs)
+    right = Operand(torch.full((k, 2), -(2.0 ** bits)), None, limbs)
+    want = k * 2 ** (2 * bits)
+    for engine in (INT8, FLOAT64):
+        assert engine.exact_sum(left, right).exact().flatten().tolist() == [want] * 6
+    mixed = Operand(torch.cat([torch.full((1, k), -(2.0 ** bits)),
+                               torch.full((1, k), 2.0 ** bits - 1)]), None, limbs)
+    assert torch.equal(INT8.exact_sum(mixed, right).exact(),
+                       FLOAT64.exact_sum(mixed, right).exact())
+
+
+@pytest.mark.parametrize("engine", [INT8, FLOAT64], ids=["int8", "float64"])
+def test_matmul_rowAloneOrInBatch_andThreads_sameBits(engine):
+    a = torch.randn(37, 300, generator=_gen(1))
+    b = torch.randn(300, 50, generator=_gen(2))
+    right = quantize(b, 0, 2)
+    full = engine.matmul(quantize(a, 1, 2), right)
+    for rows in (slice(0, 1), slice(5, 6), slice(10, 20)):
+        assert torch.equal(engine.matmul(quantize(a[rows], 1, 2), right), full[rows])
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = engine.matmul(quantize(a, 1, 2), right)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, full)
+
+
+def test_matmul_zeroAndNegativeZero_givePositiveZero():
+    a = torch.zeros(3, 4)
+    a[1] = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    a[2] = -0.0
+    for engine in (INT8, FLOAT64):
+        out = engine.matmul(quantize(a, 1, 2), quantize(torch.ones(4, 2), 0, 2))
+        assert torch.equal(out, torch.zeros(3, 2)) and not torch.signbit(out).any()
+
+
+def test_exactSums_ofSlices_addToTheWhole():
+    """Slices that share the whole batch's scales sum to exactly the whole's integers."""
+    g = torch.randn(40, 9, generator=_gen(3))
+    a = torch.randn(40, 30, generator=_gen(4))
+    amax = g.abs().amax(0)
+    right = quantize(a, 1, 2).unscaled()
+    whole = INT8.exact_sum(quantize(g.T, 1, 2, amax=amax), right)
+    parts = None
+    for lo in range(0, 40, 13):
+        part = INT8.exact_sum(quantize(g[lo:lo + 13].T, 1, 2, amax=amax),
+                              Operand(right.q[lo:lo + 13], None, 2))
+        parts = part if parts is None else parts.add(part)
+    assert torch.equal(parts.exact(), whole.exact())
+    assert torch.equal(parts.finish(None, None), whole.finish(None, None))
+
+
+def test_operandBits_unknownLimbs_raises():
+    assert operand_bits(2) == 14 and operand_bits(3) == 21
+    with pytest.raises(ReproducibilityError, match="limbs must be one of"):
+        operand_bits(4)
+
+
+def test_padForCuda_multiplesOfEight_sameProduct():
+    a = torch.randint(-128, 128, (5, 13), dtype=torch.int8, generator=_gen(8))
+    b = torch.randint(-128, 128, (13, 7), dtype=torch.int8, generator=_gen(9))
+    pa, pb = pad_for_cuda(a, b)
+    assert pa.shape == (17, 16) and pb.shape == (16, 8)
+    assert torch.equal(torch._int_mm(pa, pb)[:5, :7], torch._int_mm(a, b))
+
+
+def test_selfTest_thisCpu_passes():
+    check = self_test("cpu")
+    assert check == KernelCheck("cpu", "int8", "exact on every test vector")
+
+
+def _saturating_kernel(a, b):
+    """A deliberately faulty int8 kernel: it saturates the sum of each pair of products at
+    int16, like AVX2's vpmaddubsw, and so is wrong at the extremes."""
+    k = a.shape[1]
+    if k % 2:
+        a, b = torch.nn.functional.pad(a, (0, 1)), torch.nn.functional.pad(b, (0, 0, 0, 1))
+    pa = a.double().view(a.shape[0], -1, 2)
+    pb = b.double().view(-1, 2, b.shape[1])
+    pairs = torch.einsum("mpk,pkn->mpn", pa, pb).clamp(-32768, 32767)
+    return pairs.sum(1).to(torch.int32)
+
+
+def _broken_kernel(a, b):
+    """A deliberately faulty kernel that is missing altogether on this 'device'."""
+    raise RuntimeError("_int_mm: not implemented for this device\nmore detail")
+
+
+def test_selfTest_faultyKernels_fallBackToFloat64():
+    sat = self_test("cpu", kernel=_saturating_kernel)
+    assert sat.route == "float64" and sat.reason.startswith("int8 kernel inexact on (17, 65536)")
+    broken = self_test("cpu", kernel=_broken_kernel)
+    assert broken == KernelCheck("cpu", "float64",
+                                 "int8 kernel unavailable: _int_mm: not implemented for this device")
+
+
+def test_engineFor_logsRouteOnce_andForcedRouteSticks(caplog, monkeypatch):
+    monkeypatch.setattr(gemm_check, "_engines", {})
+    monkeypatch.setattr(gemm_check, "_checks", {})
+    with caplog.at_level(logging.INFO, logger="truetrain.training.gemm_check"):
+        first = gemm_check.engine_for("cpu")
+        again = gemm_check.engine_for("cpu", route="float64")
+    assert first is again and first.route == "int8"
+    assert [r.getMessage() for r in caplog.records] == [
+        "GEMM route on cpu: int8 (exact on every test vector)"]
+    monkeypatch.setattr(gemm_check, "_engines", {})
+    monkeypatch.setattr(gemm_check, "_checks", {})
+    assert gemm_check.engine_for("cpu", route="float64").route == "float64"
+    assert gemm_check.kernel_check("cpu").reason == "chosen in the settings"
+    with pytest.raises(ValueError, match="route must be one of"):
+        gemm_check.engine_for("cuda:3", route="fast")

@@ -1,0 +1,118 @@
+"""The exactness self-test of the int8 GEMM kernel, and the engine each device uses.
+
+Before a process trains or replays on a device, :func:`engine_for` runs :func:`self_test`
+there once: the int8 kernel's products are checked against exact integer references on
+fixed vectors that include the extremes (every digit -128 or 127, the longest K one call
+may sum, shapes CUDA must pad). A kernel that gets any bit wrong (a CPU path that
+saturates int16 intermediates, an odd CUDA shape) is never used: the device falls back to
+the float64 route, which computes the same integers and so the same bits, only slower.
+The outcome is logged, exported as a metric and declared in the hardware profile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from .intgemm import INT8_K_CHUNK, LIMB_COUNTS, SMALL_PRODUCT, GemmEngine, _int_mm, quantize
+
+log = logging.getLogger(__name__)
+
+#: ``route`` values a process may force (``auto``: int8 when it passes the self-test).
+ROUTE_CHOICES = ("auto", "int8", "float64")
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    """Which route a device uses and why."""
+
+    device: str
+    route: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"device": self.device, "route": self.route, "reason": self.reason}
+
+
+def _vectors(device: str):
+    """(a, b) int8 pairs: the extremes at the longest K, then seeded random shapes."""
+    full = INT8_K_CHUNK
+    lo, hi = torch.full((17, full), -128, dtype=torch.int8), torch.full((full, 8), 127, dtype=torch.int8)
+    yield lo, torch.full((full, 8), -128, dtype=torch.int8)  # every sum = K * 2**14 = 2**30
+    yield lo, hi
+    yield torch.full((17, full), 127, dtype=torch.int8), hi
+    gen = torch.Generator().manual_seed(20261204)
+    for m, k, n in ((1, 1, 1), (5, 13, 7), (17, 1000, 24), (33, 4099, 40), (64, 784, 256)):
+        a = torch.randint(-128, 128, (m, k), generator=gen, dtype=torch.int8)
+        b = torch.randint(-128, 128, (k, n), generator=gen, dtype=torch.int8)
+        yield a, b
+
+
+def _exact(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Integer reference: float64 sums of at most 2**16 products of 2**14 are exact."""
+    return (a.to(torch.float64) @ b.to(torch.float64)).to(torch.int64)
+
+
+def self_test(device: str, kernel=_int_mm) -> KernelCheck:
+    """Check ``kernel`` (int8 x int8 -> int32) on ``device`` against exact references, then
+    the whole engine against the float64 route, bit for bit, for every limb count."""
+    try:
+        for a, b in _vectors(device):
+            got = kernel(a.to(device), b.to(device))
+            if got.dtype != torch.int32 or not torch.equal(got.cpu().to(torch.int64), _exact(a, b)):
+                return KernelCheck(device, "float64", f"int8 kernel inexact on {tuple(a.shape)} x "
+                                                      f"{tuple(b.shape)}")
+        gen = torch.Generator().manual_seed(7)
+        x = (torch.randn(40, 300, generator=gen) * 3).to(device)
+        w = torch.randn(300, 24, generator=gen).to(device)
+        x[0, :5] = torch.tensor([0.0, -0.0, 1e-30, -3e4, 65504.0])
+        fast = GemmEngine(device, "int8", small_product=0, kernel=kernel)
+        slow = GemmEngine(device, "float64")
+        for limbs in LIMB_COUNTS:
+            left, right = quantize(x, 1, limbs), quantize(w, 0, limbs)
+            if not torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu()):
+                return KernelCheck(device, "float64", f"int8 engine differs from float64 at {limbs} limbs")
+    except (RuntimeError, NotImplementedError) as exc:  # no int8 kernel on this device/build
+        return KernelCheck(device, "float64", f"int8 kernel unavailable: {str(exc).splitlines()[0][:160]}")
+    return KernelCheck(device, "int8", "exact on every test vector")
+
+
+_lock = threading.Lock()
+_checks: dict[str, KernelCheck] = {}
+_engines: dict[str, GemmEngine] = {}
+
+
+def engine_for(device: str | torch.device | None = None, route: str = "auto",
+               small_product: int = SMALL_PRODUCT) -> GemmEngine:
+    """The engine this process uses on ``device`` (self-tested once per device).
+
+    ``route="float64"`` forces the fallback (same bits, slower); ``int8`` insists on the
+    kernel even if the self-test failed (for benchmarks only); ``small_product`` is the
+    size below which products take the float64 route anyway. The first choice made for a
+    device sticks for the life of the process.
+    """
+    key = str(torch.device(device or "cpu"))
+    if route not in ROUTE_CHOICES:
+        raise ValueError(f"route must be one of {ROUTE_CHOICES}, got {route!r}")
+    with _lock:
+        if key not in _engines:
+            if route == "auto":
+                check = self_test(key)
+                level = logging.INFO if check.route == "int8" else logging.WARNING
+                log.log(level, "GEMM route on %s: %s (%s)", key, check.route, check.reason,
+                        extra={"gemm_route": check.route, "device": key})
+            else:
+                check = KernelCheck(key, route, "chosen in the settings")
+            _checks[key] = check
+            _engines[key] = GemmEngine(key, check.route, small_product)
+        return _engines[key]
+
+
+def kernel_check(device: str | torch.device | None = None) -> KernelCheck:
+    """The self-test outcome for ``device`` (running it if this process has not yet)."""
+    key = str(torch.device(device or "cpu"))
+    engine_for(key)
+    return _checks[key]

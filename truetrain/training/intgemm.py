@@ -1,0 +1,288 @@
+"""The integer GEMM engine of repro mode: exact products of quantised operands.
+
+Every matrix product of a repro training step is ``A @ B`` where ``A`` (M, K) has been
+quantised per row and ``B`` (K, N) per column (:func:`quantize`) to integers ``q`` with
+``-2**b <= q < 2**b`` (``b = 7 * limbs``: 14 bits for 2 limbs, 21 for 3) and one power-of-two
+scale per row or column. The engine computes the integer sums ``S = qA @ qB`` **exactly**,
+so any blocking, thread count, batch split or device gives the same ``S``, and then
+``float32(float64(S) * scaleA[m] * scaleB[n])``: the scalings are exact, the one rounding
+is IEEE round-to-nearest on every device.
+
+Two routes compute the same ``S`` (:class:`GemmEngine`):
+
+* ``int8``: each ``q`` is split into ``limbs`` int8 digits (top digit signed, the others
+  in [0, 127]; ``q = sum d_i 128**(L-1-i)``), the ``limbs**2`` digit products run on
+  ``torch._int_mm`` (int8 x int8 -> int32, exact while ``K * 2**14 < 2**31``: K is split
+  in chunks of 2**16) and are combined in float64 (2 limbs, exact) or int64 (3 limbs).
+* ``float64``: the integers as float64 through the ordinary BLAS, exact while
+  ``K * 2**(2b) <= 2**53`` (K split in chunks beyond that, summed in int64). This is the
+  fallback when the int8 kernel fails its self-test, and serves small products, where
+  fewer kernel launches win; it gives the same bits, only at another speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import ReproducibilityError
+
+F32, F64, I8, I32, I64 = torch.float32, torch.float64, torch.int8, torch.int32, torch.int64
+
+LIMB_BITS = 7
+#: Limb counts a manifest may name (2: 14-bit operands, 3: 21-bit operands).
+LIMB_COUNTS = (2, 3)
+DEFAULT_LIMBS = 2
+#: Longest contraction one ``_int_mm`` call sums (limbs side by side count): K * 2**14 < 2**31.
+INT8_K_CHUNK = 1 << 16
+ROUTES = ("int8", "float64")
+#: Products with fewer multiply-adds than this run on the float64 route (same bits).
+SMALL_PRODUCT = 1 << 20
+_EXACT = 1 << 53
+# Float32 exponent field of the largest magnitude is clamped at least this far above the
+# operand bits, so every scale is a normal float32 (rows of values below 2**-100 quantise
+# coarsely, the same on every device).
+_MIN_EXPONENT_MARGIN = 26
+
+
+def operand_bits(limbs: int) -> int:
+    """Significant bits of a quantised operand with ``limbs`` int8 limbs."""
+    if limbs not in LIMB_COUNTS:
+        raise ReproducibilityError(f"limbs must be one of {LIMB_COUNTS}, got {limbs!r}")
+    return LIMB_BITS * limbs
+
+
+def pow2_scales(amax: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(up, down)`` float32 powers of two for non-negative float32 maxima ``amax``.
+
+    With ``E`` the biased float32 exponent of ``amax`` (read from its bits, exact),
+    ``|x| <= amax`` implies ``|x * up| < 2**bits``; ``down = 1 / up``. Both are built from
+    bits, with no division or ``log``. Not checked for inf/NaN (a sync per product):
+    non-finite values reach the loss and the checkpoint, which the trainer checks.
+    """
+    e = (amax.to(F32).view(I32) >> 23).clamp_(min=bits + _MIN_EXPONENT_MARGIN)
+    up = ((bits + 253) - e) << 23
+    down = (e - (bits - 1)) << 23
+    return up.view(F32), down.view(F32)
+
+
+def _quantize_with(x: torch.Tensor, up: torch.Tensor, bits: int) -> torch.Tensor:
+    return torch.mul(x, up).round_().clamp_(max=float((1 << bits) - 1))
+
+
+@dataclass
+class Operand:
+    """A quantised matrix: float32 integers ``q`` and float32 power-of-two ``scale`` per
+    row (a left operand) or per column (a right operand, or None for unit scales);
+    ``x ~= q * scale``.
+
+    Its int8 limbs are computed on first use, in the layout each side of a product wants:
+    as a left operand ``(M, L, K)`` (a row's limbs side by side), as a right operand
+    ``(L*K, N)`` with the least significant limb first. An operand used on both sides (the
+    forward's input rows, reused by the weight gradient) makes the second from the first.
+    """
+
+    q: torch.Tensor
+    scale: torch.Tensor | None
+    limbs: int
+    _left: torch.Tensor | None = field(default=None, repr=False)
+    _right: torch.Tensor | None = field(default=None, repr=False)
+
+    def left_digits(self) -> torch.Tensor:
+        if self._left is None:
+            m, k = self.q.shape
+            self._left = torch.empty((m, self.limbs, k), dtype=I8, device=self.q.device)
+            for i, digit in _digits(self.q, self.limbs):
+                self._left[:, i].copy_(digit)
+        return self._left
+
+    def right_digits(self) -> torch.Tensor:
+        if self._right is None:
+            k, n = self.q.shape
+            top = self.limbs - 1
+            if self._left is not None:
+                self._right = self._left.permute(1, 0, 2).flip(0).reshape(self.limbs * k, n)
+            else:
+                self._right = torch.empty((self.limbs, k, n), dtype=I8, device=self.q.device)
+                for i, digit in _digits(self.q, self.limbs):
+                    self._right[top - i].copy_(digit)
+                self._right = self._right.view(self.limbs * k, n)
+        return self._right
+
+    def unscaled(self) -> "Operand":
+        """The same integers with unit scale (shares the limbs)."""
+        return Operand(self.q, None, self.limbs, self._left, self._right)
+
+
+def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = None) -> Operand:
+    """Quantise float32 ``x`` (2-D) per row (``dim=1``: one scale per row, a left operand)
+    or per column (``dim=0``: one scale per column, a right operand).
+
+    ``amax`` (the largest magnitude of each row or column) may be given when ``x`` is one
+    slice of a larger batch, so that every slice uses the whole batch's scales.
+    """
+    bits = operand_bits(limbs)
+    if amax is None:
+        amax = x.abs().amax(dim=dim)
+    up, down = pow2_scales(amax, bits)
+    q = _quantize_with(x, up.unsqueeze(1) if dim == 1 else up, bits)
+    return Operand(q, down, limbs)
+
+
+def _digits(q: torch.Tensor, limbs: int):
+    """``(i, d_i)`` for float32 integers ``-2**(7L) <= q < 2**(7L)``: ``q = sum_i d_i *
+    128**(L-1-i)``, ``d_0`` in [-128, 127], the others in [0, 127]. Exact float ops."""
+    rest = q
+    for i in range(limbs - 1, 0, -1):
+        high = torch.mul(rest, 1.0 / 128).floor_()
+        yield i, torch.sub(rest, high, alpha=128)
+        rest = high
+    yield 0, rest
+
+
+def split_limbs(q: torch.Tensor, limbs: int) -> torch.Tensor:
+    """int8 limbs ``(L, *q.shape)`` of float32 integers, most significant first."""
+    out = torch.empty((limbs,) + tuple(q.shape), dtype=I8, device=q.device)
+    for i, digit in _digits(q, limbs):
+        out[i].copy_(digit)
+    return out
+
+
+def pad_for_cuda(a: torch.Tensor, b: torch.Tensor):
+    """``(a, b)`` zero-padded to CUDA ``_int_mm``'s rules (M > 16, K and N multiples of 8);
+    zero rows and columns add nothing to the integer sums."""
+    m, k = a.shape
+    n = b.shape[1]
+    pm, pk, pn = max(0, 17 - m), (-k) % 8, (-n) % 8
+    if pm or pk:
+        a = torch.nn.functional.pad(a, (0, pk, 0, pm))
+    if pk or pn:
+        b = torch.nn.functional.pad(b, (0, pn, 0, pk))
+    return a.contiguous(), b.contiguous()
+
+
+def _int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """int8 x int8 -> int32 on the operands' device (padded on CUDA, then cut back)."""
+    if a.device.type != "cuda":
+        return torch._int_mm(a, b)
+    m, n = a.shape[0], b.shape[1]
+    out = torch._int_mm(*pad_for_cuda(a, b))
+    return out[:m, :n]
+
+
+@dataclass(frozen=True)
+class GemmEngine:
+    """Exact integer products on one device by one route (``int8`` or ``float64``).
+
+    ``kernel`` is the int8 x int8 -> int32 product; tests pass a deliberately faulty one
+    to see the self-test refuse it.
+    """
+
+    device: str = "cpu"
+    route: str = "int8"
+    small_product: int = SMALL_PRODUCT
+    kernel: object = field(default=_int_mm, compare=False)
+
+    def exact_sum(self, left: Operand, right: Operand) -> "ExactSum":
+        """``S = qL @ qR`` exactly, unscaled (see :class:`ExactSum`)."""
+        m, k = left.q.shape
+        n = right.q.shape[1]
+        if right.q.shape[0] != k or left.limbs != right.limbs:
+            raise ReproducibilityError(f"shapes {tuple(left.q.shape)} @ {tuple(right.q.shape)}")
+        if self.route == "float64" or m * k * n < self.small_product:
+            return _float64_sum(left.q, right.q, left.limbs)
+        return self._int8_sum(left.left_digits(), right.right_digits(), left.limbs)
+
+    def _int8_sum(self, a: torch.Tensor, r: torch.Tensor, limbs: int) -> "ExactSum":
+        """Digit products grouped by weight ``d = i + j``: for each ``d`` one int8 call
+        sums every ``A_i B_j`` at once (the A limbs side by side against the matching B
+        limbs stacked in K), then Horner over ``d``."""
+        m, _, k = a.shape
+        top = limbs - 1
+        bits = operand_bits(limbs)
+        if k * limbs <= INT8_K_CHUNK:
+            flat = a.view(m, limbs * k)
+            sums = []
+            for d in range(2 * limbs - 1):
+                i0, i1 = max(0, d - top), min(d, top)
+                b0 = top - d + i0  # block of B_{d-i0}; blocks run B_top .. B_0
+                sums.append(self.kernel(flat[:, i0 * k:(i1 + 1) * k],
+                                        r[b0 * k:(b0 + i1 - i0 + 1) * k]))
+        else:  # K too long for one int32 sum: chunks, added in int64
+            sums = [None] * (2 * limbs - 1)
+            for lo in range(0, k, INT8_K_CHUNK):
+                hi = min(k, lo + INT8_K_CHUNK)
+                for i in range(limbs):
+                    for j in range(limbs):
+                        b0 = (top - j) * k
+                        part = self.kernel(a[:, i, lo:hi], r[b0 + lo:b0 + hi]).to(I64)
+                        sums[i + j] = part if sums[i + j] is None else sums[i + j].add_(part)
+        # float64 holds the Horner sum exactly (partial sums included, one bit spare)
+        # while K * 2**(2b+1) <= 2**53; it carries S * 128**-(2L-2).
+        if k << (2 * bits + 1) <= _EXACT:
+            acc = sums[0].to(F64)
+            for d in range(1, 2 * limbs - 1):
+                acc.add_(sums[d], alpha=128.0 ** -d)
+            return ExactSum(acc, LIMB_BITS * (2 * limbs - 2))
+        acc = sums[0].to(I64)
+        for d in range(1, 2 * limbs - 1):
+            acc.mul_(128).add_(sums[d])
+        return ExactSum(acc, 0)
+
+    def matmul(self, left: Operand, right: Operand) -> torch.Tensor:
+        """float32 ``(qL * sL) @ (qR * sR)`` with the one rounding at the end."""
+        return self.exact_sum(left, right).finish(left.scale, right.scale)
+
+
+def _float64_sum(a: torch.Tensor, b: torch.Tensor, limbs: int) -> "ExactSum":
+    """The integers as float64 through the BLAS: exact in chunks of K (int64 between)."""
+    k = a.shape[1]
+    chunk = max(1, _EXACT >> (2 * operand_bits(limbs)))
+    a64, b64 = a.to(F64), b.to(F64)
+    if k <= chunk:  # +0.0: a zero sum is +0.0 whatever sign the BLAS gives it
+        return ExactSum(torch.mm(a64, b64).add_(0.0), 0)
+    total = None
+    for lo in range(0, k, chunk):
+        part = torch.mm(a64[:, lo:lo + chunk], b64[lo:lo + chunk]).to(I64)
+        total = part if total is None else total.add_(part)
+    return ExactSum(total, 0)
+
+
+@dataclass
+class ExactSum:
+    """Exact integer sums ``S = value * 2**shift``: ``value`` float64 when every figure
+    fits 53 bits, else int64 (``shift`` 0).
+
+    Sums of several slices (micro-batches that share their scales) add exactly with
+    :meth:`add`; :meth:`finish` scales and rounds once.
+    """
+
+    value: torch.Tensor
+    shift: int
+
+    def exact(self) -> torch.Tensor:
+        """``S`` as int64."""
+        if self.value.dtype == I64:
+            return self.value
+        return torch.mul(self.value, 2.0 ** self.shift).to(I64)
+
+    def add(self, other: "ExactSum") -> "ExactSum":
+        if self.value.dtype == other.value.dtype == F64 and self.shift == other.shift:
+            self.value.add_(other.value)
+        else:
+            self.value, self.shift = self.exact().add_(other.exact()), 0
+        return self
+
+    def finish(self, row_scale: torch.Tensor | None, col_scale: torch.Tensor | None):
+        """float32 ``S * row_scale[:, None] * col_scale[None, :]``: the scalings are exact
+        in float64, the cast to float32 is the one rounding."""
+        s = self.value.to(F64) if self.value.dtype != F64 else self.value
+        rows = torch.full((s.shape[0],), 2.0 ** self.shift, dtype=F64, device=s.device)
+        if row_scale is not None:
+            rows.mul_(row_scale.to(F64))
+        s.mul_(rows.unsqueeze(1))
+        out = torch.empty(s.shape, dtype=F32, device=s.device)
+        if col_scale is None:
+            return out.copy_(s)
+        return torch.mul(s, col_scale.to(F64), out=out)
