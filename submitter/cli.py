@@ -69,6 +69,8 @@ def job() -> None:
               help="Seed of the split, the shards and the initial model.")
 @click.option("--numeric-mode", type=click.Choice(["repro", "stock"]), default="repro", show_default=True,
               help="repro: bit-exact, auditable training; stock: plain torch.")
+@click.option("--limbs", type=click.IntRange(2, 3),
+              help="Repro mode: int8 limbs per GEMM operand, 2 (14-bit operands) or 3 (21-bit)  [default: 2]")
 @click.option("--reward", "reward_wei", type=TokenAmountType(), default=_tokens(DEFAULT_TERMS.reward_per_task),
               show_default=True,
               help="TRAIN paid per task.")
@@ -97,7 +99,7 @@ def job() -> None:
 @json_option
 @session_options(signing=True)
 def job_submit(session, as_json, name, dataset, model, hidden, shards, rounds, steps, batch_size, checkpoint_interval,
-               optimizer, lr, momentum, seed, numeric_mode, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
+               optimizer, lr, momentum, seed, numeric_mode, limbs, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
                accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
                expiry_blocks, no_approve):
     """Publish a dataset and manifest to IPFS and create a job that escrows its whole cost.
@@ -109,7 +111,7 @@ def job_submit(session, as_json, name, dataset, model, hidden, shards, rounds, s
     from truetrain.market.jobs import JobTerms
 
     spec = TrainingSpec(name, dataset, hidden, shards, rounds, steps, batch_size, checkpoint_interval, optimizer, lr,
-                        momentum, seed, numeric_mode)
+                        momentum, seed, numeric_mode, limbs)
     terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
                      challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks)
     plan = plan_job(spec, terms)

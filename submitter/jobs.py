@@ -15,6 +15,7 @@ from truetrain.cli_options import ROLE_BITS, Refused, Session, format_tokens
 from truetrain.errors import ConfigError
 from truetrain.market.jobs import JobTerms
 from truetrain.training import Dataset, build_manifest, load_dataset, publish_dataset, split_test
+from truetrain.training.intgemm import DEFAULT_LIMBS
 
 #: The market stores the escrow in 128 bits.
 MAX_ESCROW_WEI = 2**128 - 1
@@ -37,6 +38,8 @@ class TrainingSpec:
     momentum: float
     seed: int
     numeric_mode: str
+    #: int8 limbs per GEMM operand in repro mode (None: the default, 2).
+    limbs: int | None = None
 
     def optimizer_spec(self) -> dict:
         if self.optimizer == "sgd":
@@ -64,6 +67,8 @@ class JobPlan:
 
 def plan_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
     """Check the submission without any node; raise :class:`ConfigError` or ``DatasetError``."""
+    if spec.limbs is not None and spec.numeric_mode != "repro":
+        raise ConfigError("--limbs applies to --numeric-mode repro only")
     if spec.steps % spec.checkpoint_interval:
         raise ConfigError(f"--checkpoint-interval {spec.checkpoint_interval} must divide --steps {spec.steps}")
     data = load_dataset(spec.dataset)
@@ -114,7 +119,7 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
     spec, store = plan.spec, session.store
     refs = publish_dataset(store, plan.data, num_shards=spec.shards, seed=spec.seed)
     manifest = build_manifest(
-        name=spec.name, seed=spec.seed, numeric_mode=spec.numeric_mode,
+        name=spec.name, seed=spec.seed, numeric_mode=spec.numeric_mode, limbs=spec.limbs or DEFAULT_LIMBS,
         model={"kind": "mlp", "widths": plan.widths}, optimizer=spec.optimizer_spec(),
         batch_size=spec.batch_size, steps_per_task=spec.steps, checkpoint_interval=spec.checkpoint_interval,
         rounds=spec.rounds, **refs,

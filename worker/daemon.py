@@ -25,7 +25,6 @@ import time
 
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
-from truetrain.hardware import detect
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
                               publish_result, result_commitment)
 from truetrain.market.compute import ComputedResult
@@ -43,10 +42,6 @@ class WorkerDaemon(Daemon):
     #: A game has a clock; a task's work trains (slow).
     kinds = (DEFEND, OPEN_GAME, WORK)
     slow_kinds = frozenset({WORK})
-
-    def start(self) -> None:
-        self.profile = detect(gemm_route=self.check_gemm().route)
-        super().start()
 
     def on_event(self, event) -> None:
         args, mine = event.args, event.args.get("worker", "").lower() == self.address.lower()

@@ -52,6 +52,7 @@ def test_state_path_defaultsToOneFolderPerRoleAndAddress():
     ({"account_index": 2, "metrics_port": 70000}, "metrics_port must be an integer in [0, 65535], got 70000"),
     ({"account_index": 2, "max_concurrent": 0}, "max_concurrent must be an integer in [1, 255], got 0"),
     ({"account_index": 2, "log_format": "xml"}, "log_format must be json or text, got 'xml'"),
+    ({"account_index": 2, "gemm_route": "int4"}, "gemm_route must be auto, int8 or float64, got 'int4'"),
 ])
 def test_load_settings_invalidValue_raisesConfigErrorNamingIt(flags, message):
     with pytest.raises(ConfigError) as err:

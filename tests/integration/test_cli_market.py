@@ -23,7 +23,7 @@ from truetrain.cli import main
 
 E = 10**18
 TINY_JOB = ["--shards", "2", "--rounds", "2", "--steps", "20", "--checkpoint-interval", "10", "--hidden", "32",
-            "--compute-window", "20", "--challenge-window", "20", "--audit-rate", "1", "--name", "tiny"]
+            "--compute-window", "20", "--challenge-window", "20", "--audit-rate", "1", "--name", "tiny", "--limbs", "3"]
 
 
 class Net:
@@ -217,6 +217,7 @@ def test_job_submit_no_approve_without_allowance_sends_nothing(net):
     (["--audit-fee", "abc"], "Invalid value for '--audit-fee': not a token amount: 'abc'"),
     (["--audit-rate", "1.5"], "Invalid value for '--audit-rate': 1.5 is not in the range 0<=x<=1."),
     (["--shards", "0"], "Invalid value for '--shards': 0 is not in the range 1<=x<=1024."),
+    (["--limbs", "4"], "Invalid value for '--limbs': 4 is not in the range 2<=x<=3."),
     (["--dataset", "data.csv"], "Invalid value for '--dataset': expected 'digits' or a .npz file, got 'data.csv'"),
     (["--dataset", "missing.npz"], "Invalid value for '--dataset': no such file: missing.npz"),
 ])
@@ -227,8 +228,12 @@ def test_job_submit_bad_flags_are_usage_errors(net, args, message):
 
 
 def test_job_submit_checks_the_training_shape_before_any_node(net):
+    before = net.nonce(6)
     refused(net.cli("job", "submit", "--account", 6, "--checkpoint-interval", 7),
             "error: --checkpoint-interval 7 must divide --steps 60", code=2)
+    refused(net.cli("job", "submit", "--account", 6, "--numeric-mode", "stock", "--limbs", 3),
+            "error: --limbs applies to --numeric-mode repro only", code=2)
+    assert net.nonce(6) == before
 
 
 def test_job_submit_from_npz_sizes_the_mlp_and_refuses_a_bad_one(net, tmp_path):

@@ -34,10 +34,14 @@ def finished_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compi
         token = net.contracts.token
         before = {a: token.functions.balanceOf(dev_account(a).address).call() for a in (1, *WORKERS, VERIFIER)}
         ports = {"worker": free_port(), "verifier": free_port()}
-        net.start("worker", 2, node=0, extra=["--metrics-port", str(ports["worker"])])
+        net.start("worker", 2, node=0, extra=["--metrics-port", str(ports["worker"]), "--gemm-route", "int8"])
         net.start("worker", 3, node=1)
         net.start("worker", 4, node=1)
-        verifier = net.start("verifier", VERIFIER, node=1, extra=["--keeper", "--metrics-port", str(ports["verifier"])])
+        # Worker 2 trains with the int8 GEMM kernel on every product, the verifier replays on the
+        # float64 fallback, the test process trains on its own engine: the audits match and the
+        # final checkpoint equals the local run only because every route gives the same bits.
+        verifier = net.start("verifier", VERIFIER, node=1, extra=["--keeper", "--metrics-port", str(ports["verifier"]),
+                                                                  "--gemm-route", "float64"])
         net.metrics_ports = ports
         job_id, manifest, escrow = net.submit(shards=3, rounds=3, steps=60, terms=TERMS, node=0)
         status = net.wait_job(job_id)
@@ -148,6 +152,8 @@ def test_daemons_expose_prometheus_metrics(finished_job):
     finalize = 'truetrain_transactions_total{function="finalize"}'
     assert metric(verifier, finalize, 0) + metric(verifier, finalize[:-2] + 'Many"}', 0) >= 1
     assert metric(verifier, "truetrain_chain_block") > 0
+    assert metric(worker, 'truetrain_gemm_route{device="cpu",route="int8"}') == 1
+    assert metric(verifier, 'truetrain_gemm_route{device="cpu",route="float64"}') == 1
 
 
 def test_verifier_audited_and_every_daemon_stops_cleanly_on_sigterm(finished_job):

@@ -197,3 +197,14 @@ def test_engineFor_logsRouteOnce_andForcedRouteSticks(caplog, monkeypatch):
     assert gemm_check.kernel_check("cpu").reason == "chosen in the settings"
     with pytest.raises(ValueError, match="route must be one of"):
         gemm_check.engine_for("cuda:3", route="fast")
+
+
+def test_engineFor_int8Insisted_faultyKernel_refuses(monkeypatch):
+    monkeypatch.setattr(gemm_check, "_engines", {})
+    monkeypatch.setattr(gemm_check, "_checks", {})
+    monkeypatch.setattr(gemm_check, "self_test",
+                        lambda device: self_test(device, kernel=_saturating_kernel))
+    with pytest.raises(ReproducibilityError, match="^the int8 GEMM kernel failed its self-test on cpu: "
+                                                   r"int8 kernel inexact on \(17, 65536\)"):
+        gemm_check.engine_for("cpu", route="int8")
+    assert gemm_check.engine_for("cpu").route == "float64"  # auto: falls back instead

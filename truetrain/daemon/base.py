@@ -133,7 +133,7 @@ class Daemon:
         registered, roles = identity[0], identity[1]
         if registered and roles & self.role_bits == self.role_bits:
             return
-        profile = detect(gemm_route=self.gemm.route)
+        profile = self.profile
         if not registered:
             stored = self.store.add_bytes(profile.canonical_json())
             self.send("register", registry.functions.register(self.role_bits, stored.cid, stored.hash,
@@ -269,8 +269,9 @@ class Daemon:
 
     def start(self) -> None:
         """Connect and take part (identity, stake, pool); build the event follower."""
-        self.gemm = self.check_gemm()
         self.connect()
+        self.gemm = self.check_gemm()
+        self.profile = detect(gemm_route=self.gemm.route)
         genesis = bytes(self.client.w3.eth.get_block(0)["hash"]).hex()
         if self.book.bind_chain(f"{genesis}:{self.market.address}"):
             log.warning("the chain or market changed since the book was written: starting a fresh book")

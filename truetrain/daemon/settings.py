@@ -22,8 +22,9 @@ from truetrain.paths import DEPLOYMENTS, HOME
 ROLES = ("worker", "verifier")
 DEVICES = ("auto", "cpu", "cuda")
 LOG_FORMATS = ("json", "text")
-#: "auto": the int8 kernel when its self-test passes; "float64": always the fallback (same bits).
-GEMM_ROUTES = ("auto", "float64")
+#: "auto": the int8 kernel when its self-test passes; "int8": on every product, refuse to run
+#: if the self-test fails; "float64": always the fallback. Every route gives the same bits.
+GEMM_ROUTES = ("auto", "int8", "float64")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class DaemonSettings:
         if self.device not in DEVICES and not str(self.device).startswith("cuda:"):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.gemm_route not in GEMM_ROUTES:
-            raise ConfigError(f"gemm_route must be auto or float64, got {self.gemm_route!r}")
+            raise ConfigError(f"gemm_route must be auto, int8 or float64, got {self.gemm_route!r}")
         if self.log_format not in LOG_FORMATS:
             raise ConfigError(f"log_format must be json or text, got {self.log_format!r}")
         if not (isinstance(self.poll_interval_s, (int, float)) and 0 < self.poll_interval_s < math.inf):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import ReproducibilityError
 from .intgemm import INT8_K_CHUNK, LIMB_COUNTS, SMALL_PRODUCT, GemmEngine, _int_mm, quantize
 
 log = logging.getLogger(__name__)
@@ -86,26 +87,32 @@ _engines: dict[str, GemmEngine] = {}
 
 
 def engine_for(device: str | torch.device | None = None, route: str = "auto",
-               small_product: int = SMALL_PRODUCT) -> GemmEngine:
+               small_product: int | None = None) -> GemmEngine:
     """The engine this process uses on ``device`` (self-tested once per device).
 
-    ``route="float64"`` forces the fallback (same bits, slower); ``int8`` insists on the
-    kernel even if the self-test failed (for benchmarks only); ``small_product`` is the
-    size below which products take the float64 route anyway. The first choice made for a
-    device sticks for the life of the process.
+    ``route``: ``auto`` takes the int8 kernel when its self-test passes (products smaller
+    than ``small_product`` multiply-adds then take the float64 route, where fewer kernel
+    launches win on a CPU); ``int8`` insists on the kernel for every product and raises
+    :class:`ReproducibilityError` when it fails the self-test; ``float64`` is the fallback
+    everywhere. Every route gives the same bits. The first choice made for a device sticks
+    for the life of the process.
     """
     key = str(torch.device(device or "cpu"))
     if route not in ROUTE_CHOICES:
         raise ValueError(f"route must be one of {ROUTE_CHOICES}, got {route!r}")
     with _lock:
         if key not in _engines:
-            if route == "auto":
-                check = self_test(key)
-                level = logging.INFO if check.route == "int8" else logging.WARNING
-                log.log(level, "GEMM route on %s: %s (%s)", key, check.route, check.reason,
-                        extra={"gemm_route": check.route, "device": key})
-            else:
-                check = KernelCheck(key, route, "chosen in the settings")
+            check = self_test(key) if route != "float64" else KernelCheck(
+                key, "float64", "chosen in the settings")
+            if route == "int8" and check.route != "int8":
+                raise ReproducibilityError(f"the int8 GEMM kernel failed its self-test on {key}: "
+                                           f"{check.reason}")
+            level = logging.INFO if check.route == route or route == "auto" and check.route == "int8" \
+                else logging.WARNING
+            log.log(level, "GEMM route on %s: %s (%s)", key, check.route, check.reason,
+                    extra={"gemm_route": check.route, "device": key})
+            if small_product is None:
+                small_product = 0 if route == "int8" or key.startswith("cuda") else SMALL_PRODUCT
             _checks[key] = check
             _engines[key] = GemmEngine(key, check.route, small_product)
         return _engines[key]
