@@ -19,6 +19,7 @@ from ..errors import CheckpointError, DatasetError, ReproducibilityError, Traini
 from .checkpoint import Checkpoint, decode_checkpoint
 from .datasets import Shard, decode_shard
 from .gemm_check import engine_for
+from .intgemm import GemmEngine
 from .manifest import Manifest, load_manifest
 from .models import build_stock_model, param_shapes
 from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update
@@ -58,10 +59,14 @@ def _check_params(manifest: Manifest, params: dict[str, torch.Tensor]) -> None:
 
 
 class TrainRun:
-    """Live training state on one device, advanced one step at a time."""
+    """Live training state on one device, advanced one step at a time.
+
+    ``engine`` overrides the device's GEMM engine (benchmarks compare routes in one
+    process); every engine gives the same bits.
+    """
 
     def __init__(self, manifest: Manifest, shard: Shard, ckpt: Checkpoint, *,
-                 device=None, micro_batch: int | None = None):
+                 device=None, micro_batch: int | None = None, engine: GemmEngine | None = None):
         self.m = manifest
         spec = manifest.model
         if shard.x.shape[1] != spec.features:
@@ -87,7 +92,7 @@ class TrainRun:
         self._perm_cache: dict = {}
         self._losses: list = []
         if manifest.repro:
-            self.net = ReproNet(spec, engine_for(self.device), manifest.limbs)
+            self.net = ReproNet(spec, engine or engine_for(self.device), manifest.limbs)
         else:
             self.module = build_stock_model(spec, self.params).to(self.device)
             self.opt = build_stock_optimizer(manifest.optimizer, self.module, self.state)

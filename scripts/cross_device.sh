@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# CPU vs CUDA checkpoint hashes of 20 repro steps (scripts/cross_device.py); exit 1 on a difference.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec "${PYTHON:-.venv/bin/python}" scripts/cross_device.py "$@"
