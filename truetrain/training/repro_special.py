@@ -1,0 +1,149 @@
+"""tanh and erf for repro mode: fixed polynomial and table routes, never a library call.
+
+Library ``tanh``/``erf`` differ between CPU instruction sets and CUDA in their last bits, so
+repro mode builds them from correctly rounded + - * / and its own :func:`exp64`:
+
+* :func:`tanh64`: ``(1 - e) / (1 + e)`` with ``e = exp(-2|x|)`` for ``|x| >= 1/4``; below,
+  its Taylor series (degree 21), where ``1 - e`` would cancel.
+* :func:`erf64`: a table route. ``|x|`` is rounded to the nearest ``a = i/16`` (``i`` up to
+  96; ``|x| >= 6`` gives 1) and ``erf(a + h)`` (``|h| <= 1/32``) is the Taylor polynomial
+  of degree 12 around ``a``, whose coefficients ``erf(a)`` and
+  ``2/sqrt(pi) e^(-a^2) (-1)^(k-1) H_(k-1)(a) / k!`` are computed once at import in
+  :mod:`decimal` arithmetic (software, correctly rounded: the same table on every machine).
+
+Both are within 1 float32 ulp of the exact value after rounding to float32 (tested), and
+give the same bits on any device because every operation is elementwise and exact-rounded.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+import torch
+
+from .repro_ops import F32, F64, exp64
+
+# --- tanh ------------------------------------------------------------------------------
+
+
+def _bernoulli(n: int) -> list[Fraction]:
+    b = [Fraction(0)] * (n + 1)
+    b[0] = Fraction(1)
+    for m in range(1, n + 1):
+        b[m] = -sum(Fraction(math.comb(m + 1, k)) * b[k] for k in range(m)) / (m + 1)
+    return b
+
+
+def _tanh_coeffs(terms: int) -> list[float]:
+    """Coefficients of x^1, x^3, ... of tanh: 2^(2n) (2^(2n) - 1) B_2n / (2n)!."""
+    b = _bernoulli(2 * terms)
+    return [float(Fraction(2 ** (2 * n) * (2 ** (2 * n) - 1)) * b[2 * n] / math.factorial(2 * n))
+            for n in range(1, terms + 1)]
+
+
+_TANH_SERIES = _tanh_coeffs(11)  # degree 21: at |x| = 1/4 the next term is below 1e-17
+_TANH_SMALL = 0.25
+_TANH_BIG = 20.0  # tanh(20) is 1 in float64
+
+
+def tanh64(x: torch.Tensor) -> torch.Tensor:
+    """tanh of a float64 tensor; odd (tanh(-0) = -0), +-1 at +-inf, NaN stays NaN."""
+    a = x.abs()
+    e = exp64(torch.clamp(a, max=_TANH_BIG) * -2.0)
+    big = (1.0 - e) / (1.0 + e)
+    z = a * a
+    p = torch.full_like(a, _TANH_SERIES[-1])
+    for c in reversed(_TANH_SERIES[:-1]):
+        p = p * z + c
+    small = p * a
+    y = torch.where(a < _TANH_SMALL, small, big)
+    y = torch.where(torch.isnan(x), x, y)
+    return torch.copysign(y, x)
+
+
+def tanh_f32(x: torch.Tensor) -> torch.Tensor:
+    """float32 tanh (float64 route, rounded once)."""
+    return tanh64(x.to(F64)).to(F32)
+
+
+# --- erf -------------------------------------------------------------------------------
+
+_ERF_STEP = 16  # grid points per unit
+_ERF_POINTS = 6 * _ERF_STEP + 1  # a = 0, 1/16, ..., 6
+_ERF_DEGREE = 12
+
+
+def _erf_table() -> torch.Tensor:
+    """(points, degree + 1) float64: row i holds erf(a) and the Taylor coefficients at a = i/16."""
+    rows = []
+    with localcontext() as ctx:
+        ctx.prec = 50
+        two_over_sqrt_pi = 2 / _pi_decimal().sqrt()
+        for i in range(_ERF_POINTS):
+            a = Decimal(i) / _ERF_STEP
+            g = two_over_sqrt_pi * (-a * a).exp()
+            # erf(a) = 2/sqrt(pi) e^(-a^2) sum_n (2a^2)^n a / (2n+1)!! (positive terms)
+            term, total, n = a, Decimal(0), 0
+            while term > Decimal(10) ** -45 or n < 2:
+                total += term
+                n += 1
+                term = term * 2 * a * a / (2 * n + 1)
+            row = [g * total]
+            h_prev, h = Decimal(1), 2 * a  # Hermite H_0, H_1
+            hermite = [h_prev, h]
+            for k in range(2, _ERF_DEGREE):
+                hermite.append(2 * a * hermite[k - 1] - 2 * (k - 1) * hermite[k - 2])
+            fact = Decimal(1)
+            for k in range(1, _ERF_DEGREE + 1):
+                fact *= k
+                row.append(g * (-1) ** (k - 1) * hermite[k - 1] / fact)
+            rows.append([float(v) for v in row])
+    return torch.tensor(rows, dtype=F64)
+
+
+def _pi_decimal() -> Decimal:
+    """pi to the context precision (Machin's formula, exact decimal arithmetic)."""
+    def arctan_inv(n: int) -> Decimal:
+        x, n2, total, k, sign = Decimal(1) / n, n * n, Decimal(0), 0, 1
+        power = x
+        while power > Decimal(10) ** -55:
+            total += sign * power / (2 * k + 1)
+            power /= n2
+            k += 1
+            sign = -sign
+        return total
+    return 4 * (4 * arctan_inv(5) - arctan_inv(239))
+
+
+_ERF_TABLE = _erf_table()
+_tables: dict[str, torch.Tensor] = {}
+
+
+def _table_on(device) -> torch.Tensor:
+    key = str(device)
+    if key not in _tables:
+        _tables[key] = _ERF_TABLE.to(device)
+    return _tables[key]
+
+
+def erf64(x: torch.Tensor) -> torch.Tensor:
+    """erf of a float64 tensor; odd, +-1 beyond |x| = 6 and at +-inf, NaN stays NaN."""
+    a = x.abs()
+    clipped = torch.clamp(a, max=6.0).nan_to_num_(0.0)  # NaN: any row, replaced below
+    idx = torch.round(clipped * _ERF_STEP)
+    h = clipped - idx * (1.0 / _ERF_STEP)  # exact: idx/16 is exact and close to a
+    rows = _table_on(x.device).index_select(0, idx.to(torch.int64).flatten())
+    p = rows[:, _ERF_DEGREE].clone()
+    hf = h.flatten()
+    for k in range(_ERF_DEGREE - 1, -1, -1):
+        p = p * hf + rows[:, k]
+    y = torch.where(a >= 6.0, torch.ones_like(a), p.view(a.shape))
+    y = torch.where(torch.isnan(x), x, y)
+    return torch.copysign(y, x)
+
+
+def erf_f32(x: torch.Tensor) -> torch.Tensor:
+    """float32 erf (float64 table route, rounded once)."""
+    return erf64(x.to(F64)).to(F32)
