@@ -1,7 +1,8 @@
 """What bench/repro.py measures: GEMM shapes, training-step cases, the numeric modes.
 
 A *mode* is stock float32 PyTorch or repro on one GEMM engine: the float64 route (the
-fallback) or the int8 kernel at 2 or 3 limbs, on every product however small.
+fallback) or the int8 kernel at 2 or 3 limbs, on every product however small, eager or
+with its elementwise steps compiled (``fuse``).
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ class Mode:
     numeric_mode: str
     limbs: int = 2
     route: str = ""
+    fuse: bool = False
 
     def engine(self) -> GemmEngine | None:
-        return GemmEngine("cpu", self.route, small_product=0) if self.route else None
+        return GemmEngine("cpu", self.route, small_product=0, fuse=self.fuse) if self.route else None
 
 
 MODES = (Mode("stock fp32", "stock"), Mode("f64 route", "repro", 2, "float64"),
-         Mode("int8 L=2", "repro", 2, "int8"), Mode("int8 L=3", "repro", 3, "int8"))
+         Mode("int8 L=2", "repro", 2, "int8"), Mode("int8 L=3", "repro", 3, "int8"),
+         Mode("L=2 fused", "repro", 2, "int8", True))
 
 #: (label, M, K, N): forward products of the demo models and transformer-sized products
 #: (tokens = batch x sequence, d_model 256 and 512), with the backward shapes of each.

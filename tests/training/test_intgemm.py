@@ -203,8 +203,24 @@ def test_engineFor_int8Insisted_faultyKernel_refuses(monkeypatch):
     monkeypatch.setattr(gemm_check, "_engines", {})
     monkeypatch.setattr(gemm_check, "_checks", {})
     monkeypatch.setattr(gemm_check, "self_test",
-                        lambda device: self_test(device, kernel=_saturating_kernel))
+                        lambda device, fuse=False: self_test(device, kernel=_saturating_kernel))
     with pytest.raises(ReproducibilityError, match="^the int8 GEMM kernel failed its self-test on cpu: "
                                                    r"int8 kernel inexact on \(17, 65536\)"):
         gemm_check.engine_for("cpu", route="int8")
     assert gemm_check.engine_for("cpu").route == "float64"  # auto: falls back instead
+
+
+FUSED = GemmEngine("cpu", "int8", small_product=0, fuse=True)
+
+
+@pytest.mark.parametrize("limbs", [2, 3])
+def test_fusedKernels_sameBitsAsEager(limbs):
+    """The compiled split and combine kernels give the eager engine's bits, both layouts."""
+    gen = _gen(20 + limbs)
+    for m, k, n in ((33, 300, 50), (5, 13, 7), (64, 784, 128)):
+        a, b = torch.randn(m, k, generator=gen) * 5, torch.randn(k, n, generator=gen)
+        left, right = quantize(a, 1, limbs), quantize(b, 0, limbs)
+        eager = INT8.matmul(quantize(a, 1, limbs), quantize(b, 0, limbs))
+        assert torch.equal(FUSED.matmul(left, right), eager)
+        assert torch.equal(left.left_digits(), split_limbs(left.q, limbs).permute(1, 0, 2))
+    assert self_test("cpu", fuse=True).route == "int8"

@@ -262,7 +262,7 @@ class Daemon:
     def check_gemm(self):
         """Self-test the int8 GEMM kernel on the training device once (or take the route the
         settings force); log it, export it, and return the outcome."""
-        engine_for(self.device, self.settings.gemm_route)
+        engine_for(self.device, self.settings.gemm_route, fuse=self.settings.gemm_fuse)
         check = kernel_check(self.device)
         self.metrics.gemm_route.labels(check.device, check.route).set(1)
         return check

@@ -57,9 +57,10 @@ def _exact(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.to(torch.float64) @ b.to(torch.float64)).to(torch.int64)
 
 
-def self_test(device: str, kernel=_int_mm) -> KernelCheck:
+def self_test(device: str, kernel=_int_mm, fuse: bool = False) -> KernelCheck:
     """Check ``kernel`` (int8 x int8 -> int32) on ``device`` against exact references, then
-    the whole engine against the float64 route, bit for bit, for every limb count."""
+    the whole engine (with its fused kernels when ``fuse``) against the float64 route, bit
+    for bit, for every limb count."""
     try:
         for a, b in _vectors(device):
             got = kernel(a.to(device), b.to(device))
@@ -70,7 +71,7 @@ def self_test(device: str, kernel=_int_mm) -> KernelCheck:
         x = (torch.randn(40, 300, generator=gen) * 3).to(device)
         w = torch.randn(300, 24, generator=gen).to(device)
         x[0, :5] = torch.tensor([0.0, -0.0, 1e-30, -3e4, 65504.0])
-        fast = GemmEngine(device, "int8", small_product=0, kernel=kernel)
+        fast = GemmEngine(device, "int8", small_product=0, kernel=kernel, fuse=fuse)
         slow = GemmEngine(device, "float64")
         for limbs in LIMB_COUNTS:
             left, right = quantize(x, 1, limbs), quantize(w, 0, limbs)
@@ -87,22 +88,23 @@ _engines: dict[str, GemmEngine] = {}
 
 
 def engine_for(device: str | torch.device | None = None, route: str = "auto",
-               small_product: int | None = None) -> GemmEngine:
+               small_product: int | None = None, fuse: bool = False) -> GemmEngine:
     """The engine this process uses on ``device`` (self-tested once per device).
 
     ``route``: ``auto`` takes the int8 kernel when its self-test passes (products smaller
     than ``small_product`` multiply-adds then take the float64 route, where fewer kernel
     launches win on a CPU); ``int8`` insists on the kernel for every product and raises
     :class:`ReproducibilityError` when it fails the self-test; ``float64`` is the fallback
-    everywhere. Every route gives the same bits. The first choice made for a device sticks
-    for the life of the process.
+    everywhere. ``fuse`` compiles the int8 route's elementwise steps (``intgemm_fused``),
+    self-tested like the rest. Every route gives the same bits. The first choice made for a
+    device sticks for the life of the process.
     """
     key = str(torch.device(device or "cpu"))
     if route not in ROUTE_CHOICES:
         raise ValueError(f"route must be one of {ROUTE_CHOICES}, got {route!r}")
     with _lock:
         if key not in _engines:
-            check = self_test(key) if route != "float64" else KernelCheck(
+            check = self_test(key, fuse=fuse) if route != "float64" else KernelCheck(
                 key, "float64", "chosen in the settings")
             if route == "int8" and check.route != "int8":
                 raise ReproducibilityError(f"the int8 GEMM kernel failed its self-test on {key}: "
@@ -114,7 +116,8 @@ def engine_for(device: str | torch.device | None = None, route: str = "auto",
             if small_product is None:
                 small_product = 0 if route == "int8" or key.startswith("cuda") else SMALL_PRODUCT
             _checks[key] = check
-            _engines[key] = GemmEngine(key, check.route, small_product)
+            _engines[key] = GemmEngine(key, check.route, small_product,
+                                       fuse=fuse and check.route == "int8")
         return _engines[key]
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ReproducibilityError
+from . import intgemm_fused
 
 F32, F64, I8, I32, I64 = torch.float32, torch.float64, torch.int8, torch.int32, torch.int64
 
@@ -89,7 +90,9 @@ class Operand:
     _left: torch.Tensor | None = field(default=None, repr=False)
     _right: torch.Tensor | None = field(default=None, repr=False)
 
-    def left_digits(self) -> torch.Tensor:
+    def left_digits(self, fuse: bool = False) -> torch.Tensor:
+        if self._left is None and fuse:
+            self._left = intgemm_fused.call("split_left", self.q, self.limbs)
         if self._left is None:
             m, k = self.q.shape
             self._left = torch.empty((m, self.limbs, k), dtype=I8, device=self.q.device)
@@ -97,12 +100,15 @@ class Operand:
                 self._left[:, i].copy_(digit)
         return self._left
 
-    def right_digits(self) -> torch.Tensor:
+    def right_digits(self, fuse: bool = False) -> torch.Tensor:
         if self._right is None:
             k, n = self.q.shape
             top = self.limbs - 1
             if self._left is not None:
                 self._right = self._left.permute(1, 0, 2).flip(0).reshape(self.limbs * k, n)
+            elif fuse:
+                self._right = intgemm_fused.call("split_right", self.q, self.limbs).view(
+                    self.limbs * k, n)
             else:
                 self._right = torch.empty((self.limbs, k, n), dtype=I8, device=self.q.device)
                 for i, digit in _digits(self.q, self.limbs):
@@ -176,13 +182,15 @@ class GemmEngine:
     """Exact integer products on one device by one route (``int8`` or ``float64``).
 
     ``kernel`` is the int8 x int8 -> int32 product; tests pass a deliberately faulty one
-    to see the self-test refuse it.
+    to see the self-test refuse it. ``fuse`` compiles the limb splitting and the combine
+    epilogue into one kernel each (``intgemm_fused``; same bits, fewer trips to memory).
     """
 
     device: str = "cpu"
     route: str = "int8"
     small_product: int = SMALL_PRODUCT
     kernel: object = field(default=_int_mm, compare=False)
+    fuse: bool = False
 
     def exact_sum(self, left: Operand, right: Operand) -> "ExactSum":
         """``S = qL @ qR`` exactly, unscaled (see :class:`ExactSum`)."""
@@ -190,17 +198,21 @@ class GemmEngine:
         n = right.q.shape[1]
         if right.q.shape[0] != k or left.limbs != right.limbs:
             raise ReproducibilityError(f"shapes {tuple(left.q.shape)} @ {tuple(right.q.shape)}")
-        if self.route == "float64" or m * k * n < self.small_product:
+        if self._float64(m, k, n):
             return _float64_sum(left.q, right.q, left.limbs)
-        return self._int8_sum(left.left_digits(), right.right_digits(), left.limbs)
+        return self._combine(self._planes(left, right), k, left.limbs)
 
-    def _int8_sum(self, a: torch.Tensor, r: torch.Tensor, limbs: int) -> "ExactSum":
+    def _float64(self, m: int, k: int, n: int) -> bool:
+        return self.route == "float64" or m * k * n < self.small_product
+
+    def _planes(self, left: Operand, right: Operand) -> list[torch.Tensor]:
         """Digit products grouped by weight ``d = i + j``: for each ``d`` one int8 call
         sums every ``A_i B_j`` at once (the A limbs side by side against the matching B
-        limbs stacked in K), then Horner over ``d``."""
+        limbs stacked in K); int32, or int64 when K had to be split."""
+        limbs = left.limbs
+        a, r = left.left_digits(self.fuse), right.right_digits(self.fuse)
         m, _, k = a.shape
         top = limbs - 1
-        bits = operand_bits(limbs)
         if k * limbs <= INT8_K_CHUNK:
             flat = a.view(m, limbs * k)
             sums = []
@@ -218,6 +230,11 @@ class GemmEngine:
                         b0 = (top - j) * k
                         part = self.kernel(a[:, i, lo:hi], r[b0 + lo:b0 + hi]).to(I64)
                         sums[i + j] = part if sums[i + j] is None else sums[i + j].add_(part)
+        return sums
+
+    @staticmethod
+    def _combine(sums: list[torch.Tensor], k: int, limbs: int) -> "ExactSum":
+        bits = operand_bits(limbs)
         # float64 holds the Horner sum exactly (partial sums included, one bit spare)
         # while K * 2**(2b+1) <= 2**53; it carries S * 128**-(2L-2).
         if k << (2 * bits + 1) <= _EXACT:
@@ -232,7 +249,22 @@ class GemmEngine:
 
     def matmul(self, left: Operand, right: Operand) -> torch.Tensor:
         """float32 ``(qL * sL) @ (qR * sR)`` with the one rounding at the end."""
+        m, k = left.q.shape
+        n = right.q.shape[1]
+        limbs = left.limbs
+        if (self.fuse and not self._float64(m, k, n) and right.q.shape[0] == k
+                and k * limbs <= INT8_K_CHUNK and k << (2 * operand_bits(limbs) + 1) <= _EXACT):
+            sums = self._planes(left, right)
+            rows = _scale64(left.scale, m, sums[0].device, 128.0 ** (2 * limbs - 2))
+            cols = _scale64(right.scale, n, sums[0].device, 1.0)
+            return intgemm_fused.call("combine", sums, rows, cols)
         return self.exact_sum(left, right).finish(left.scale, right.scale)
+
+
+def _scale64(scale: torch.Tensor | None, size: int, device, factor: float) -> torch.Tensor:
+    if scale is None:
+        return torch.full((size,), factor, dtype=F64, device=device)
+    return scale.to(F64) * factor
 
 
 def _float64_sum(a: torch.Tensor, b: torch.Tensor, limbs: int) -> "ExactSum":

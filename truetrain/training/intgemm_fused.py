@@ -1,0 +1,85 @@
+"""Fused kernels for the int8 route: limb splitting and the combine-and-round epilogue.
+
+Eager PyTorch runs the integer engine's elementwise steps as separate kernels, each a
+round trip through memory; on a CPU those trips, not the int8 products, set the cost
+(bench/repro.py). Here the same steps are compiled with ``torch.compile`` into one loop
+each. Every step is exact (power-of-two scaling, ``floor`` of exact quotients, sums of
+integers that float64 holds exactly) up to the one final cast to float32, so a compiler
+may fuse, reorder or contract them in any way and the bits stay those of the eager route:
+the engine's self-test checks that on each device before the fused kernels are used.
+
+Opt-in (``GemmEngine(fuse=True)``, the daemons' ``--gemm-fuse``): compiling takes seconds
+per kernel and needs a C++ compiler (CPU) or Triton (CUDA). When compiling fails the engine
+logs it once and stays on the eager kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import torch
+
+log = logging.getLogger(__name__)
+
+F32, F64, I8 = torch.float32, torch.float64, torch.int8
+
+_lock = threading.Lock()
+_kernels: dict[str, object] = {}
+_broken: set[str] = set()
+
+
+def _digits_stacked(q: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
+    """int8 limbs of float32 integers, stacked along ``dim`` (most significant first)."""
+    parts = []
+    rest = q
+    for _ in range(limbs - 1):
+        high = torch.floor(rest * (1.0 / 128))
+        parts.append(rest - high * 128.0)
+        rest = high
+    parts.append(rest)
+    return torch.stack(parts[::-1], dim=dim).to(I8)
+
+
+def _split_left(q: torch.Tensor, limbs: int) -> torch.Tensor:
+    """(M, K) -> (M, L, K)."""
+    return _digits_stacked(q, limbs, 1)
+
+
+def _split_right(q: torch.Tensor, limbs: int) -> torch.Tensor:
+    """(K, N) -> (L, K, N), least significant limb first."""
+    return _digits_stacked(q, limbs, 0).flip(0)
+
+
+def _combine(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """float32(sum_d 128**-d * sums[d] * rows[:, None] * cols[None, :]): exact until the cast."""
+    acc = sums[0].to(F64)
+    for d in range(1, len(sums)):
+        acc = acc + sums[d].to(F64) * (128.0 ** -d)
+    return (acc * rows.unsqueeze(1) * cols).to(F32)
+
+
+_EAGER = {"split_left": _split_left, "split_right": _split_right, "combine": _combine}
+
+
+def kernel(name: str):
+    """The compiled kernel ``name``, or its eager twin when compiling is not possible."""
+    if name in _broken:
+        return _EAGER[name]
+    with _lock:
+        if name not in _kernels:
+            _kernels[name] = torch.compile(_EAGER[name], dynamic=True, fullgraph=True)
+    return _kernels[name]
+
+
+def call(name: str, *args):
+    """Run kernel ``name``; on a compile failure fall back to eager for good (logged)."""
+    try:
+        return kernel(name)(*args)
+    except Exception as exc:  # torch._dynamo / inductor / a missing compiler
+        if name in _broken:
+            raise
+        _broken.add(name)
+        log.warning("fused GEMM kernel %s unavailable, using eager: %s", name,
+                    str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        return _EAGER[name](*args)
