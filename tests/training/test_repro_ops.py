@@ -20,7 +20,8 @@ from truetrain.training.repro_ops import (exact_sum, exp64, exp_f32, first_argma
 # The int8 route on every product, however small, and the float64 fallback.
 INT8 = GemmEngine("cpu", "int8", small_product=0)
 FLOAT64 = GemmEngine("cpu", "float64")
-ENGINES = {"int8": INT8, "float64": FLOAT64}
+FUSED = GemmEngine("cpu", "int8", small_product=0, fuse=True)  # compiled elementwise steps
+ENGINES = {"int8": INT8, "float64": FLOAT64, "fused": FUSED}
 
 CNN = {"kind": "cnn", "in_shape": [1, 8, 8], "channels": [4, 8], "kernel": 3, "hidden": [16],
        "classes": 10}
@@ -124,7 +125,7 @@ def test_gradients_microBatchSplitsAndRoutes_sameBits(raw, limbs):
     y = torch.randint(0, 10, (48,), generator=_gen(12))
     full, s, t = ReproNet(spec, INT8, limbs).gradients(params, x, y)
     for route, micro in (("int8", 1), ("int8", 7), ("float64", None), ("float64", 16),
-                         ("int8", 47)):
+                         ("int8", 47), ("fused", None), ("fused", 13)):
         grads, s2, t2 = ReproNet(spec, ENGINES[route], limbs).gradients(
             params, x, y, micro_batch=micro)
         assert all(torch.equal(full[k], grads[k]) for k in full), (route, micro)

@@ -121,19 +121,23 @@ class Operand:
         return Operand(self.q, None, self.limbs, self._left, self._right)
 
 
-def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = None) -> Operand:
+def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = None,
+             fuse: bool = False) -> Operand:
     """Quantise float32 ``x`` (2-D) per row (``dim=1``: one scale per row, a left operand)
     or per column (``dim=0``: one scale per column, a right operand).
 
     ``amax`` (the largest magnitude of each row or column) may be given when ``x`` is one
-    slice of a larger batch, so that every slice uses the whole batch's scales.
+    slice of a larger batch, so that every slice uses the whole batch's scales. ``fuse``
+    runs the elementwise passes as compiled kernels (same bits).
     """
     bits = operand_bits(limbs)
     if amax is None:
-        amax = x.abs().amax(dim=dim)
+        amax = intgemm_fused.call("amax", x, dim) if fuse else x.abs().amax(dim=dim)
     up, down = pow2_scales(amax, bits)
-    q = _quantize_with(x, up.unsqueeze(1) if dim == 1 else up, bits)
-    return Operand(q, down, limbs)
+    up = up.unsqueeze(1) if dim == 1 else up
+    if fuse:
+        return Operand(intgemm_fused.call("quantize", x, up, float((1 << bits) - 1)), down, limbs)
+    return Operand(_quantize_with(x, up, bits), down, limbs)
 
 
 def _digits(q: torch.Tensor, limbs: int):

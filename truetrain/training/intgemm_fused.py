@@ -1,4 +1,4 @@
-"""Fused kernels for the int8 route: limb splitting and the combine-and-round epilogue.
+"""Fused kernels for the int8 route: quantising, limb splitting, combining and rounding.
 
 Eager PyTorch runs the integer engine's elementwise steps as separate kernels, each a
 round trip through memory; on a CPU those trips, not the int8 products, set the cost
@@ -27,6 +27,15 @@ F32, F64, I8 = torch.float32, torch.float64, torch.int8
 _lock = threading.Lock()
 _kernels: dict[str, object] = {}
 _broken: set[str] = set()
+
+
+def _quantize(x: torch.Tensor, up: torch.Tensor, top: float) -> torch.Tensor:
+    """round(x * up) clamped at ``top``: exact scaling, one rounding to an integer."""
+    return torch.clamp(torch.round(x * up), max=top)
+
+
+def _amax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    return x.abs().amax(dim=dim)
 
 
 def _digits_stacked(q: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
@@ -59,7 +68,8 @@ def _combine(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -
     return (acc * rows.unsqueeze(1) * cols).to(F32)
 
 
-_EAGER = {"split_left": _split_left, "split_right": _split_right, "combine": _combine}
+_EAGER = {"quantize": _quantize, "amax": _amax, "split_left": _split_left,
+          "split_right": _split_right, "combine": _combine}
 
 
 def kernel(name: str):
