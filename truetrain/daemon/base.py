@@ -31,6 +31,7 @@ from truetrain.daemon.settings import DaemonSettings
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
 from truetrain.errors import ContractRevert, TruetrainError
 from truetrain.hardware import detect
+from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
 from truetrain.market import MarketReader, ResultBundle, TaskStatus
 from truetrain.storage import StorageClient, StorageSettings
@@ -270,6 +271,7 @@ class Daemon:
     def start(self) -> None:
         """Connect and take part (identity, stake, pool); build the event follower."""
         self.connect()
+        keep_freed_memory()
         self.gemm = self.check_gemm()
         self.profile = detect(gemm_route=self.gemm.route)
         genesis = bytes(self.client.w3.eth.get_block(0)["hash"]).hex()
