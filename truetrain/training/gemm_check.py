@@ -77,7 +77,7 @@ def self_test(device: str, kernel=_int_mm, fuse: bool = False) -> KernelCheck:
             left, right = quantize(x, 1, limbs), quantize(w, 0, limbs)
             if not torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu()):
                 return KernelCheck(device, "float64", f"int8 engine differs from float64 at {limbs} limbs")
-    except (RuntimeError, NotImplementedError) as exc:  # no int8 kernel on this device/build
+    except (RuntimeError, NotImplementedError, AssertionError) as exc:  # no int8 kernel here
         return KernelCheck(device, "float64", f"int8 kernel unavailable: {str(exc).splitlines()[0][:160]}")
     return KernelCheck(device, "int8", "exact on every test vector")
 
