@@ -4,6 +4,7 @@ counts and batch splits; the exactness self-test and its fallback."""
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 import torch
@@ -11,8 +12,9 @@ import torch
 from truetrain.errors import ReproducibilityError
 from truetrain.training import gemm_check
 from truetrain.training.gemm_check import KernelCheck, self_test
-from truetrain.training.intgemm import (INT8_K_CHUNK, GemmEngine, Operand, operand_bits,
-                                        pad_for_cuda, quantize, split_limbs)
+from truetrain.training.intgemm import (INT8_K_CHUNK, ExactSum, GemmEngine, Operand,
+                                        check_contraction, operand_bits, pad_for_cuda, quantize,
+                                        split_limbs)
 
 INT8 = GemmEngine("cpu", "int8", small_product=0)
 FLOAT64 = GemmEngine("cpu", "float64")
@@ -230,3 +232,56 @@ def test_keepFreedMemory_glibcAcceptsOnce():
     from truetrain.training.allocator import keep_freed_memory
 
     assert keep_freed_memory() is True and keep_freed_memory() is True
+
+
+def _nearest_float32(s: int) -> float:
+    """The float32 nearest the integer ``s`` (ties to even), by exact comparison."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    guess = np.float32(float(s))
+    cands = [np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))]
+    return float(min(cands, key=lambda c: (abs(Fraction(float(c)) - s), int(np.float32(c).view(np.int32)) & 1)))
+
+
+def test_exactSums_pastTwoTo53_slicesEqualWhole_andRoundOnce():
+    """3 limbs, 6,000 rows of near-full-scale products: S passes 2**53. Slices (float64
+    each, exact) add in int64 to the whole's S, and both round S once, to nearest."""
+    k = 6000
+    gen = _gen(31)
+    left = Operand(torch.randint(2 ** 20, 2 ** 21, (1, k), generator=gen).float(), None, 3)
+    right = Operand(torch.full((k, 1), 2.0 ** 21 - 1), None, 3)
+    exact = sum(int(v) for v in left.q[0].tolist()) * (2 ** 21 - 1)
+    assert exact > 2 ** 53
+    whole = INT8.exact_sum(left, right)
+    parts = None
+    for lo in range(0, k, 1000):  # 1,000 rows: each slice's float64 sum is exact
+        part = (INT8 if lo % 2000 else FLOAT64).exact_sum(
+            Operand(left.q[:, lo:lo + 1000], None, 3), Operand(right.q[lo:lo + 1000], None, 3))
+        parts = part if parts is None else parts.add(part)
+    assert int(whole.exact()) == int(parts.exact()) == exact
+    want = _nearest_float32(exact)
+    assert float(whole.finish(None, None)) == float(parts.finish(None, None)) == want
+    # the helper's case: RNE to float64 then to float32 would give the wrong neighbour
+    s = ExactSum(torch.tensor([[24760990046355458]]), 0)
+    assert float(s.finish(None, None)) == _nearest_float32(24760990046355458)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nonFiniteInput_givesNaNRow_onBothRoutes(bad):
+    a = torch.ones(3, 40)
+    a[1, 7] = bad
+    b = torch.randn(40, 5, generator=_gen(40))
+    for limbs in (2, 3):
+        outs = [e.matmul(quantize(a, 1, limbs), quantize(b, 0, limbs)) for e in (INT8, FLOAT64)]
+        for out in outs:
+            assert torch.isnan(out[1]).all() and torch.isfinite(out[[0, 2]]).all()
+        assert torch.equal(outs[0][[0, 2]], outs[1][[0, 2]])
+
+
+def test_contractionTooLongForInt64_isRefused():
+    check_contraction(2 ** 30, 2)  # 2 limbs: 2**58 fits
+    with pytest.raises(ReproducibilityError, match="^a sum over 1048576 rows is too long for "
+                                                   "exact 3-limb products"):
+        check_contraction(2 ** 20, 3)

@@ -74,7 +74,10 @@ def self_test(device: str, kernel=_int_mm, fuse: bool = False) -> KernelCheck:
         fast = GemmEngine(device, "int8", small_product=0, kernel=kernel, fuse=fuse)
         slow = GemmEngine(device, "float64")
         for limbs in LIMB_COUNTS:
-            left, right = quantize(x, 1, limbs), quantize(w, 0, limbs)
+            left, right = quantize(x, 1, limbs, fuse=fuse), quantize(w, 0, limbs, fuse=fuse)
+            if fuse and not (torch.equal(left.q, quantize(x, 1, limbs).q)
+                             and torch.equal(right.q, quantize(w, 0, limbs).q)):
+                return KernelCheck(device, "float64", f"fused quantiser differs at {limbs} limbs")
             if not torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu()):
                 return KernelCheck(device, "float64", f"int8 engine differs from float64 at {limbs} limbs")
     except (RuntimeError, NotImplementedError, AssertionError) as exc:  # no int8 kernel here

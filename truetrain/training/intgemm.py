@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import math
+
 import torch
 
 from ..errors import ReproducibilityError
@@ -42,8 +44,8 @@ ROUTES = ("int8", "float64")
 SMALL_PRODUCT = 1 << 20
 _EXACT = 1 << 53
 # Float32 exponent field of the largest magnitude is clamped at least this far above the
-# operand bits, so every scale is a normal float32 (rows of values below 2**-100 quantise
-# coarsely, the same on every device).
+# operand bits, so every scale is a normal float32 (rows whose largest magnitude is below
+# 2**(bits - 100) quantise coarsely, the same on every device).
 _MIN_EXPONENT_MARGIN = 26
 
 
@@ -59,17 +61,21 @@ def pow2_scales(amax: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tens
 
     With ``E`` the biased float32 exponent of ``amax`` (read from its bits, exact),
     ``|x| <= amax`` implies ``|x * up| < 2**bits``; ``down = 1 / up``. Both are built from
-    bits, with no division or ``log``. Not checked for inf/NaN (a sync per product):
-    non-finite values reach the loss and the checkpoint, which the trainer checks.
+    bits, with no division or ``log``. A row or column holding inf or NaN (``E`` = 255)
+    gets ``down = NaN``, so its products come out NaN on every route and device and reach
+    the loss and the checkpoint, which the trainer checks (no sync per product here).
     """
-    e = (amax.to(F32).view(I32) >> 23).clamp_(min=bits + _MIN_EXPONENT_MARGIN)
+    field = amax.to(F32).view(I32) >> 23
+    e = field.clamp(min=bits + _MIN_EXPONENT_MARGIN)
     up = ((bits + 253) - e) << 23
-    down = (e - (bits - 1)) << 23
-    return up.view(F32), down.view(F32)
+    down = ((e - (bits - 1)) << 23).view(F32)
+    down = torch.where(field == 255, torch.full_like(down, math.nan), down)
+    return up.view(F32), down
 
 
 def _quantize_with(x: torch.Tensor, up: torch.Tensor, bits: int) -> torch.Tensor:
-    return torch.mul(x, up).round_().clamp_(max=float((1 << bits) - 1))
+    """round(x * up) in [-2**bits, 2**bits - 1] (a NaN stays NaN; its scale is NaN too)."""
+    return torch.mul(x, up).round_().clamp_(min=-float(1 << bits), max=float((1 << bits) - 1))
 
 
 @dataclass
@@ -136,7 +142,7 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     up, down = pow2_scales(amax, bits)
     up = up.unsqueeze(1) if dim == 1 else up
     if fuse:
-        return Operand(intgemm_fused.call("quantize", x, up, float((1 << bits) - 1)), down, limbs)
+        return Operand(intgemm_fused.call("quantize", x, up, float(1 << bits)), down, limbs)
     return Operand(_quantize_with(x, up, bits), down, limbs)
 
 
@@ -202,6 +208,7 @@ class GemmEngine:
         n = right.q.shape[1]
         if right.q.shape[0] != k or left.limbs != right.limbs:
             raise ReproducibilityError(f"shapes {tuple(left.q.shape)} @ {tuple(right.q.shape)}")
+        check_contraction(k, left.limbs)
         if self._float64(m, k, n):
             return _float64_sum(left.q, right.q, left.limbs)
         return self._combine(self._planes(left, right), k, left.limbs)
@@ -271,6 +278,14 @@ def _scale64(scale: torch.Tensor | None, size: int, device, factor: float) -> to
     return scale.to(F64) * factor
 
 
+def check_contraction(k: int, limbs: int) -> None:
+    """Refuse a sum of ``k`` products that int64 could not hold: |S| <= k * 2**(2b) < 2**62."""
+    if k << (2 * operand_bits(limbs)) >= 1 << 62:
+        raise ReproducibilityError(
+            f"a sum over {k} rows is too long for exact {limbs}-limb products (at most "
+            f"{((1 << 62) >> (2 * operand_bits(limbs))) - 1}); use fewer limbs or a smaller batch")
+
+
 def _float64_sum(a: torch.Tensor, b: torch.Tensor, limbs: int) -> "ExactSum":
     """The integers as float64 through the BLAS: exact in chunks of K (int64 between)."""
     k = a.shape[1]
@@ -304,21 +319,32 @@ class ExactSum:
         return torch.mul(self.value, 2.0 ** self.shift).to(I64)
 
     def add(self, other: "ExactSum") -> "ExactSum":
-        if self.value.dtype == other.value.dtype == F64 and self.shift == other.shift:
-            self.value.add_(other.value)
-        else:
-            self.value, self.shift = self.exact().add_(other.exact()), 0
+        """Add another slice's sums: in int64, since the total may pass 2**53 even where
+        each slice's float64 figures were exact."""
+        self.value, self.shift = self.exact().add(other.exact()), 0
         return self
 
     def finish(self, row_scale: torch.Tensor | None, col_scale: torch.Tensor | None):
         """float32 ``S * row_scale[:, None] * col_scale[None, :]``: the scalings are exact
-        in float64, the cast to float32 is the one rounding."""
-        s = self.value.to(F64) if self.value.dtype != F64 else self.value
+        in float64 and the cast to float32 is the one rounding. An int64 ``S`` beyond 2**53
+        first becomes float64 rounded to odd (exact, or the odd neighbour), so that the
+        cast still rounds ``S`` itself to nearest (53 >= 24 + 2 bits)."""
+        s = _to_float64_odd(self.value) if self.value.dtype == I64 else self.value
         rows = torch.full((s.shape[0],), 2.0 ** self.shift, dtype=F64, device=s.device)
         if row_scale is not None:
             rows.mul_(row_scale.to(F64))
-        s.mul_(rows.unsqueeze(1))
+        s = torch.mul(s, rows.unsqueeze(1))
         out = torch.empty(s.shape, dtype=F32, device=s.device)
         if col_scale is None:
             return out.copy_(s)
         return torch.mul(s, col_scale.to(F64), out=out)
+
+
+def _to_float64_odd(v: torch.Tensor) -> torch.Tensor:
+    """int64 -> float64 with round-to-odd: exact values stay; an inexact one becomes the
+    float64 neighbour of ``v`` whose last significand bit is 1."""
+    h = v.to(F64)
+    inexact = v != h.to(I64)  # |v| < 2**62 (check_contraction): h converts back exactly
+    even = (h.view(I64) & 1) == 0
+    step = torch.where(v > h.to(I64), torch.full_like(h, math.inf), torch.full_like(h, -math.inf))
+    return torch.where(inexact & even, torch.nextafter(h, step), h)

@@ -29,9 +29,9 @@ _kernels: dict[str, object] = {}
 _broken: set[str] = set()
 
 
-def _quantize(x: torch.Tensor, up: torch.Tensor, top: float) -> torch.Tensor:
-    """round(x * up) clamped at ``top``: exact scaling, one rounding to an integer."""
-    return torch.clamp(torch.round(x * up), max=top)
+def _quantize(x: torch.Tensor, up: torch.Tensor, span: float) -> torch.Tensor:
+    """round(x * up) in [-span, span - 1]: exact scaling, one rounding to an integer."""
+    return torch.clamp(torch.round(x * up), min=-span, max=span - 1.0)
 
 
 def _amax(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .intgemm import DEFAULT_LIMBS, GemmEngine, quantize
+from .intgemm import DEFAULT_LIMBS, GemmEngine, check_contraction, quantize
 from .models import ModelSpec
 from .repro_ops import F32, first_max_mask, operand_bits, power_scales, softmax_xent
 
@@ -214,6 +214,8 @@ class _GradSums:
         self.rows = {f"conv.{i}": batch * h * w for i, (_, h, w) in enumerate(spec.conv_shapes())}
         self.rows.update({f"fc.{j}": batch for j in range(len(spec.fc_widths) - 1)})
         self.engine, self.limbs = engine, limbs
+        for rows in self.rows.values():
+            check_contraction(rows, limbs)
         self.max_gp: dict[str, torch.Tensor] = {}  # per column: max |G * sa|
         self.max_g: dict[str, torch.Tensor] = {}  # per column: max |G|
         self.sums: dict[str, list] = {}
