@@ -1,8 +1,9 @@
 """What bench/repro.py measures: GEMM shapes, training-step cases, the numeric modes.
 
 A *mode* is stock float32 PyTorch or repro on one GEMM engine: the float64 route (the
-fallback) or the int8 kernel at 2 or 3 limbs, on every product however small, eager or
-with its elementwise steps compiled (``fuse``).
+fallback) or the int8 kernel at 2 or 3 limbs (products under 2**20 multiply-adds on the
+float64 route, as a CPU worker runs them), eager or with its elementwise steps compiled
+(``fuse``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ class Mode:
     fuse: bool = False
 
     def engine(self) -> GemmEngine | None:
-        return GemmEngine("cpu", self.route, small_product=0, fuse=self.fuse) if self.route else None
+        """The engine as a worker gets it: products below the small-product size take the
+        float64 route on a CPU (same bits), except on the forced float64 route."""
+        return GemmEngine("cpu", self.route, fuse=self.fuse) if self.route else None
 
 
 MODES = (Mode("stock fp32", "stock"), Mode("f64 route", "repro", 2, "float64"),

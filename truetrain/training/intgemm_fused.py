@@ -78,6 +78,8 @@ def kernel(name: str):
         return _EAGER[name]
     with _lock:
         if name not in _kernels:
+            # shapes, ranks and thread counts vary: allow recompiles beyond dynamo's default 8
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
             _kernels[name] = torch.compile(_EAGER[name], dynamic=True, fullgraph=True)
     return _kernels[name]
 
