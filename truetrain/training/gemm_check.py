@@ -34,9 +34,6 @@ class KernelCheck:
     route: str
     reason: str
 
-    def as_dict(self) -> dict:
-        return {"device": self.device, "route": self.route, "reason": self.reason}
-
 
 def _vectors(device: str):
     """(a, b) int8 pairs: the extremes at the longest K, then seeded random shapes."""

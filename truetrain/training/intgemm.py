@@ -39,7 +39,6 @@ LIMB_COUNTS = (2, 3)
 DEFAULT_LIMBS = 2
 #: Longest contraction one ``_int_mm`` call sums (limbs side by side count): K * 2**14 < 2**31.
 INT8_K_CHUNK = 1 << 16
-ROUTES = ("int8", "float64")
 #: Products with fewer multiply-adds than this run on the float64 route (same bits).
 SMALL_PRODUCT = 1 << 20
 _EXACT = 1 << 53
@@ -278,12 +277,17 @@ def _scale64(scale: torch.Tensor | None, size: int, device, factor: float) -> to
     return scale.to(F64) * factor
 
 
+def max_contraction(limbs: int) -> int:
+    """Longest sum of products int64 holds with room: |S| <= k * 2**(2b) < 2**62."""
+    return ((1 << 62) >> (2 * operand_bits(limbs))) - 1
+
+
 def check_contraction(k: int, limbs: int) -> None:
-    """Refuse a sum of ``k`` products that int64 could not hold: |S| <= k * 2**(2b) < 2**62."""
-    if k << (2 * operand_bits(limbs)) >= 1 << 62:
+    """Refuse a sum of ``k`` products longer than :func:`max_contraction`."""
+    if k > max_contraction(limbs):
         raise ReproducibilityError(
             f"a sum over {k} rows is too long for exact {limbs}-limb products (at most "
-            f"{((1 << 62) >> (2 * operand_bits(limbs))) - 1}); use fewer limbs or a smaller batch")
+            f"{max_contraction(limbs)}); use fewer limbs or a smaller batch")
 
 
 def _float64_sum(a: torch.Tensor, b: torch.Tensor, limbs: int) -> "ExactSum":
@@ -330,10 +334,7 @@ class ExactSum:
         first becomes float64 rounded to odd (exact, or the odd neighbour), so that the
         cast still rounds ``S`` itself to nearest (53 >= 24 + 2 bits)."""
         s = _to_float64_odd(self.value) if self.value.dtype == I64 else self.value
-        rows = torch.full((s.shape[0],), 2.0 ** self.shift, dtype=F64, device=s.device)
-        if row_scale is not None:
-            rows.mul_(row_scale.to(F64))
-        s = torch.mul(s, rows.unsqueeze(1))
+        s = torch.mul(s, _scale64(row_scale, s.shape[0], s.device, 2.0 ** self.shift).unsqueeze(1))
         out = torch.empty(s.shape, dtype=F32, device=s.device)
         if col_scale is None:
             return out.copy_(s)

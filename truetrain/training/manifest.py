@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import ManifestError
 from ..hashing import keccak256
-from .intgemm import DEFAULT_LIMBS, LIMB_BITS, LIMB_COUNTS
+from .intgemm import DEFAULT_LIMBS, LIMB_COUNTS, max_contraction
 from .models import ModelSpec, parse_model_spec
 from .optim import OptimizerSpec
 
@@ -170,7 +170,7 @@ def validate_manifest(raw) -> Manifest:
     batch = _int(raw["batch_size"], "batch_size", 1)
     if mode == "repro":
         rows = batch * max([h * w for _, h, w in model.conv_shapes()] + [1])
-        if rows << (2 * LIMB_BITS * limbs) >= 1 << 62:
+        if rows > max_contraction(limbs):
             raise ManifestError(f"batch_size: {batch} gives sums over {rows} rows, too many for "
                                 f"exact {limbs}-limb products; use fewer limbs or a smaller batch")
     steps = _int(raw["steps_per_task"], "steps_per_task", 1)
