@@ -3,7 +3,8 @@ challenge what does not replay, and sit on referee committees.
 
 Audit (``AuditorDrawn`` names this verifier) — ``step`` reads the task from the chain:
 
-* Committed, audit not committed → replay the task from its committed inputs (the same
+* Committed, audit not committed → replay the task (in the background lane,
+  truetrain.daemon.lane, while the loop goes on) from its committed inputs (the same
   verified manifest, shard and start checkpoint the worker used, or the round's results
   for an aggregation task), publish the replay's checkpoints, persist root, bundle CID and
   salt, commit ``h(root, salt, auditor)``;
@@ -79,8 +80,16 @@ class VerifierDaemon(Daemon):
     # --- audits and samples -------------------------------------------------------------
 
     def replay(self, task_id: int, kind: str, *, faulty: bool = False) -> Entry:
-        """Replay the task (or, for the named false challenger, compute a wrong result),
-        publish its checkpoints and persist root and bundle CID under (task, kind)."""
+        """The task replayed (or, for the named false challenger, a wrong result computed)
+        and published in the lane, raising :class:`~truetrain.daemon.lane.Pending` until it
+        is ready; then root and bundle CID are persisted under (task, kind)."""
+        root, cid = self.lane.take((task_id, kind), lambda: self.replay_and_publish(task_id, faulty))
+        self.book.record_result(task_id, kind, root, cid, new_salt())
+        return self.book.get(task_id, kind)
+
+    def replay_and_publish(self, task_id: int, faulty: bool) -> tuple[bytes, str | None]:
+        """Run in the lane: the replay's root and the CID of its published checkpoints
+        (None for an aggregation task, which has no trace)."""
         if faulty:
             manifest = self.reader.manifest(decode_task_id(task_id)[0])
             result = faulty_result(self.reader, task_id, "perturb-step", str(manifest.steps_per_task // 2),
@@ -93,8 +102,7 @@ class VerifierDaemon(Daemon):
         if training is not None:
             interval = self.reader.manifest(decode_task_id(task_id)[0]).checkpoint_interval
             cid, _ = publish_result(self.store, task_id, training, interval)
-        self.book.record_result(task_id, kind, root, cid, new_salt())
-        return self.book.get(task_id, kind)
+        return root, cid
 
     def audit(self, entry: Entry) -> None:
         task = self.reader.task(entry.task_id)

@@ -3,7 +3,8 @@
 ``step`` reads the task from the chain and does the one thing its state asks for:
 
 * Offered  → accept, if the job fits this machine (device class, memory);
-* Running  → compute the result (train a shard, or aggregate the round), publish it,
+* Running  → compute the result (train a shard, or aggregate the round) and publish it in
+  the background lane (truetrain.daemon.lane; the loop keeps defending games meanwhile),
   persist root, CID and a fresh salt, then commit; a restart finds them in the book and
   commits without training again;
 * Committed → reveal, once the audit draw (settled from a block after the commitment) drew
@@ -118,26 +119,32 @@ class WorkerDaemon(Daemon):
             self.send("revealResult", market.revealResult(entry.task_id, entry.root, entry.cid, entry.salt))
 
     def ensure_result(self, entry: Entry) -> Entry:
-        """The task's result from the book, or computed, published and written to the book now."""
+        """The task's result from the book, or computed and published in the lane (raising
+        :class:`~truetrain.daemon.lane.Pending` until it is ready), then written to the book."""
         if entry.root is not None and entry.salt is not None:
             return entry
+        root, cid = self.lane.take((entry.task_id, WORK), lambda: self.compute_and_publish(entry.task_id))
+        self.book.record_result(entry.task_id, WORK, root, cid, new_salt())
+        return self.book.get(entry.task_id, WORK)
+
+    def compute_and_publish(self, task_id: int) -> tuple[bytes, str]:
+        """Run in the lane: the task's result and the CID it was published under."""
         started = time.monotonic()
-        result = self.compute(entry.task_id)
+        result = self.compute(task_id)
         seconds = time.monotonic() - started
         store = WithholdingStore() if "withhold" in self.faults else self.store
         if result.is_aggregation:
             cid = store.add_bytes(result.aggregated.to_bytes()).cid
-            log.info("aggregated round", extra={"task": str(entry.task_id), "cid": cid, "seconds": round(seconds, 2)})
+            log.info("aggregated round", extra={"task": str(task_id), "cid": cid, "seconds": round(seconds, 2)})
         else:
-            manifest = self.reader.manifest(decode_task_id(entry.task_id)[0])
-            cid, _ = publish_result(store, entry.task_id, result.training, manifest.checkpoint_interval)
+            manifest = self.reader.manifest(decode_task_id(task_id)[0])
+            cid, _ = publish_result(store, task_id, result.training, manifest.checkpoint_interval)
             self.metrics.steps.inc(result.steps)
             self.metrics.steps_per_second.set(result.steps / seconds if seconds > 0 else 0)
-            log.info("trained task", extra={"task": str(entry.task_id), "steps": result.steps, "cid": cid,
+            log.info("trained task", extra={"task": str(task_id), "steps": result.steps, "cid": cid,
                                             "seconds": round(seconds, 2),
                                             "loss": round(result.training.metrics["final_train_loss"], 4)})
-        self.book.record_result(entry.task_id, WORK, result.root, cid, new_salt())
-        return self.book.get(entry.task_id, WORK)
+        return result.root, cid
 
     def compute(self, task_id: int) -> ComputedResult:
         """The task's result: honest, or the named cheat of a faulty worker (training tasks only)."""

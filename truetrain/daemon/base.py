@@ -25,6 +25,7 @@ from truetrain.cli_options import load_account
 from truetrain.daemon.book import Book, Entry
 from truetrain.daemon.faults import Faults
 from truetrain.daemon.keeper import Keeper
+from truetrain.daemon.lane import Lane, Pending
 from truetrain.daemon.metrics import Metrics
 from truetrain.daemon.schedule import work_book
 from truetrain.daemon.settings import DaemonSettings
@@ -70,8 +71,9 @@ class Daemon:
     role_bits = 0
     #: The book's entry kinds, most urgent first (see truetrain.daemon.schedule).
     kinds: tuple[str, ...] = ()
-    #: Kinds whose step may replay or train for a long time: worked one entry at a time,
-    #: with the urgent kinds stepped again after each.
+    #: Kinds whose step asks the lane for a training or a replay (and may fetch and publish
+    #: a whole task's data): worked one entry at a time, with the urgent kinds stepped again
+    #: after each.
     slow_kinds: frozenset[str] = frozenset()
 
     def __init__(self, settings: DaemonSettings):
@@ -85,6 +87,8 @@ class Daemon:
         self.device = settings.torch_device()
         self.keeper = Keeper(self) if settings.keeper else None
         self.faults = Faults.from_env()
+        #: Training and replays run here, so the loop keeps moving games meanwhile.
+        self.lane = Lane(f"{self.role}-lane")
         self.ticks = 0
         self.block = 0
 
@@ -228,6 +232,8 @@ class Daemon:
     def step_entry(self, entry: Entry) -> None:
         try:
             self.step(entry)
+        except Pending:
+            return  # its computation runs in the lane: stepped again next tick
         except (Stopping, ContractRevert):
             raise
         except TruetrainError as exc:
@@ -312,6 +318,7 @@ class Daemon:
         log.info("%s stopped", self.role)
 
     def close(self) -> None:
+        self.lane.close()
         if hasattr(self, "follower"):
             self.follower.close()
         if hasattr(self, "store"):

@@ -1,0 +1,129 @@
+"""truetrain.daemon.lane: a daemon's long computations never hold its loop.
+
+Real threads; a computation that blocks on an event stands for a replay on a loaded
+machine (the adversarial suite once saw one replay hold a challenger's loop for 43 blocks,
+past its move window). Waits are bounded; nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from truetrain.daemon.lane import Lane, Pending
+
+WAIT_S = 10
+
+
+def take_when_ready(lane: Lane, key, compute=None):
+    """Ask until the value is there (the lane finished), as the daemon's ticks do."""
+    done = threading.Event()
+    for _ in range(1000):
+        try:
+            return lane.take(key, compute)
+        except Pending:
+            done.wait(0.01)
+    raise AssertionError(f"{key} never finished")
+
+
+def test_take_isPendingWhileTheComputationRuns_andTheLoopGoesOn():
+    lane = Lane("test")
+    release, started = threading.Event(), threading.Event()
+
+    def replay():
+        started.set()
+        assert release.wait(WAIT_S)
+        return b"root", "cid"
+
+    with pytest.raises(Pending):
+        lane.take(("task", "sample"), replay)
+    assert started.wait(WAIT_S)
+    # The computation is blocked; the caller (the daemon's loop) is not: it asks and goes on.
+    for _ in range(3):
+        with pytest.raises(Pending):
+            lane.take(("task", "sample"), replay)
+    assert lane.busy() == 1
+    release.set()
+    assert take_when_ready(lane, ("task", "sample")) == (b"root", "cid")
+    assert lane.busy() == 0
+    lane.close()
+
+
+def test_take_givesTheValueOnce_thenComputesAgain():
+    lane = Lane("test")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    with pytest.raises(Pending):
+        lane.take("k", compute)
+    assert take_when_ready(lane, "k") == 1
+    with pytest.raises(Pending):
+        lane.take("k", compute)  # taken already: a new ask starts a new computation
+    assert take_when_ready(lane, "k") == 2
+    lane.close()
+
+
+def test_take_raisesTheComputationsError_andTheNextAskRetries():
+    lane = Lane("test")
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ValueError("shard not retrievable")
+        return "ok"
+
+    with pytest.raises(Pending):
+        lane.take("t", flaky)
+    with pytest.raises(ValueError, match="shard not retrievable"):
+        take_when_ready(lane, "t")
+    with pytest.raises(Pending):
+        lane.take("t", flaky)
+    assert take_when_ready(lane, "t") == "ok"
+    lane.close()
+
+
+def test_computations_runOneAtATime_inTheOrderAskedFor():
+    lane = Lane("test")
+    order, running, overlap = [], [], []
+    gate = threading.Event()
+
+    def job(name):
+        def run():
+            if running:
+                overlap.append(name)
+            running.append(name)
+            if name == "a":
+                assert gate.wait(WAIT_S)
+            order.append(name)
+            running.remove(name)
+            return name
+        return run
+
+    for name in ("a", "b", "c"):
+        with pytest.raises(Pending):
+            lane.take(name, job(name))
+    gate.set()
+    assert [take_when_ready(lane, n) for n in ("c", "b", "a")] == ["c", "b", "a"]
+    assert order == ["a", "b", "c"]
+    assert overlap == []
+    lane.close()
+
+
+def test_close_dropsWhatHasNotStarted():
+    lane = Lane("test")
+    gate, ran = threading.Event(), []
+    with pytest.raises(Pending):
+        lane.take("first", lambda: gate.wait(WAIT_S))
+    with pytest.raises(Pending):
+        lane.take("queued", lambda: ran.append("queued"))
+    lane.close()
+    gate.set()
+    lane._thread.join(WAIT_S)
+    assert not lane._thread.is_alive()
+    assert ran == []
+    assert lane.busy() == 0

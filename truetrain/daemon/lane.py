@@ -1,0 +1,79 @@
+"""A background thread for the long computations of a daemon (training, replays).
+
+A game move, an audit reveal or a referee's vote must land within a few blocks, and the
+daemon's loop sends them. If that loop trained or replayed a task itself, one replay that
+runs slow on a loaded machine (9 s for a 1 s replay, 43 blocks) would hold every clock the
+daemon has: a challenger once lost a game on its clock that way and a cheater's result
+stood. So the loop hands each computation to the lane and goes on; the step that asked
+for it asks again on later ticks and gets the value once it is ready. torch releases the
+GIL in its kernels, so the loop keeps stepping while the lane trains.
+
+Only the computation runs in the lane: book writes and transactions stay in the loop's
+thread. One computation runs at a time, in the order asked for; a daemon that stops does
+not wait for the running one (its result is not in the book, so a restart computes again).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from typing import Any
+
+log = logging.getLogger("truetrain.daemon")
+
+
+class Pending(Exception):
+    """The computation asked for runs in the lane (or waits for it): ask again later."""
+
+
+class Lane:
+    """One daemon thread that runs submitted computations in order."""
+
+    def __init__(self, name: str = "lane"):
+        self.name = name
+        self._jobs: dict[Hashable, Future] = {}
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, compute = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(compute())
+            except BaseException as exc:  # noqa: BLE001 - handed to the step that asked
+                future.set_exception(exc)
+
+    def take(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The value of ``compute`` for ``key``: started in the lane on the first ask
+        (:class:`Pending`), :class:`Pending` while it runs, then its value once (or its
+        exception, raised here; the next ask starts it again)."""
+        future = self._jobs.get(key)
+        if future is None:
+            future = Future()
+            self._jobs[key] = future
+            self._queue.put((future, compute))
+            raise Pending(key)
+        if not future.done():
+            raise Pending(key)
+        del self._jobs[key]
+        return future.result()
+
+    def busy(self) -> int:
+        """How many computations were asked for and not yet taken."""
+        return len(self._jobs)
+
+    def close(self) -> None:
+        """Drop what has not started and let the thread end after the running one."""
+        for future in self._jobs.values():
+            future.cancel()
+        self._jobs.clear()
+        self._queue.put(None)
