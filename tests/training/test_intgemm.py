@@ -12,8 +12,8 @@ import torch
 from truetrain.errors import ReproducibilityError
 from truetrain.training import gemm_check
 from truetrain.training.gemm_check import KernelCheck, self_test
-from truetrain.training.intgemm import (INT8_K_CHUNK, ExactSum, GemmEngine, Operand,
-                                        check_contraction, operand_bits, pad_for_cuda, quantize,
+from truetrain.training.intgemm import (INT8_K_CHUNK, ExactSum, GemmEngine, Operand, check_contraction,
+                                        operand_bits, pad_for_cuda, quantize, quantize_scaled_columns,
                                         split_limbs)
 
 INT8 = GemmEngine("cpu", "int8", small_product=0)
@@ -226,6 +226,25 @@ def test_fusedKernels_sameBitsAsEager(limbs):
         assert torch.equal(FUSED.matmul(left, right), eager)
         assert torch.equal(left.left_digits(), split_limbs(left.q, limbs).permute(1, 0, 2))
     assert self_test("cpu", fuse=True).route == "int8"
+
+
+@pytest.mark.parametrize("limbs", [2, 3])
+def test_weightGradient_transposedSums_sameBitsAsDirect_fusedAndEager(limbs):
+    """dW = G'.T @ qa (G' = G * sa, quantised per column with the batch's maxima) taken as
+    dW.T = qa.T @ G': the same integers, so the same bits on every engine."""
+    gen = _gen(40 + limbs)
+    m, k, n = 96, 70, 40
+    a, g = torch.randn(m, k, generator=gen) * 3, torch.randn(m, n, generator=gen) * 1e-3
+    qa = quantize(a, 1, limbs)
+    gp = g * qa.scale.unsqueeze(1)
+    amax = gp.abs().amax(0)
+    direct = INT8.matmul(quantize(gp.T, 1, limbs, amax), qa.unscaled())
+    for engine in (INT8, FUSED, FLOAT64):
+        fq = quantize(a, 1, limbs, fuse=engine.fuse)
+        right = quantize_scaled_columns(g, fq.scale, amax, limbs, fuse=engine.fuse)
+        assert torch.equal(engine.matmul(fq.transposed(engine.fuse), right).T, direct)
+        sums = engine.exact_sum(fq.transposed(engine.fuse), right)
+        assert torch.equal(sums.finish(None, right.scale).T, direct)
 
 
 def test_keepFreedMemory_glibcAcceptsOnce():

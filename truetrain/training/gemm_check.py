@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ReproducibilityError
-from .intgemm import INT8_K_CHUNK, LIMB_COUNTS, SMALL_PRODUCT, GemmEngine, _int_mm, quantize
+from . import intgemm_fused
+from .intgemm import (INT8_K_CHUNK, LIMB_COUNTS, SMALL_PRODUCT, GemmEngine, Operand, _int_mm, operand_bits,
+                      pow2_scales, quantize)
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +79,22 @@ def self_test(device: str, kernel=_int_mm, fuse: bool = False) -> KernelCheck:
                 return KernelCheck(device, "float64", f"fused quantiser differs at {limbs} limbs")
             if not torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu()):
                 return KernelCheck(device, "float64", f"int8 engine differs from float64 at {limbs} limbs")
+            if fuse and (bad := _fused_gradient_kernels_differ(x, left, limbs)):
+                return KernelCheck(device, "float64", f"fused kernel {bad} differs at {limbs} limbs")
     except (RuntimeError, NotImplementedError, AssertionError) as exc:  # no int8 kernel here
         return KernelCheck(device, "float64", f"int8 kernel unavailable: {str(exc).splitlines()[0][:160]}")
     return KernelCheck(device, "int8", "exact on every test vector")
+
+
+def _fused_gradient_kernels_differ(g: torch.Tensor, left: Operand, limbs: int) -> str | None:
+    """The first fused weight-gradient kernel whose bits differ from its eager twin."""
+    rows = left.scale
+    amax = intgemm_fused.call("column_maxima", g, rows)[0]
+    up, _ = pow2_scales(amax, operand_bits(limbs))
+    cases = {"column_maxima": (g, rows), "transpose_left": (left.left_digits(True),),
+             "quantize_right_scaled": (g, rows, up, float(1 << operand_bits(limbs)), limbs),
+             "scaled_column_sums": (g, up.to(torch.float64))}
+    return next((name for name, args in cases.items() if not intgemm_fused.twins_agree(name, *args)), None)
 
 
 _lock = threading.Lock()

@@ -77,7 +77,6 @@ def _quantize_with(x: torch.Tensor, up: torch.Tensor, bits: int) -> torch.Tensor
     return torch.mul(x, up).round_().clamp_(min=-float(1 << bits), max=float((1 << bits) - 1))
 
 
-@dataclass
 class Operand:
     """A quantised matrix: float32 integers ``q`` and float32 power-of-two ``scale`` per
     row (a left operand) or per column (a right operand, or None for unit scales);
@@ -87,13 +86,34 @@ class Operand:
     as a left operand ``(M, L, K)`` (a row's limbs side by side), as a right operand
     ``(L*K, N)`` with the least significant limb first. An operand used on both sides (the
     forward's input rows, reused by the weight gradient) makes the second from the first.
+    The fused route quantises straight to the left limbs; ``q`` is then rebuilt from them
+    (exactly) only if a route asks for it.
     """
 
-    q: torch.Tensor
-    scale: torch.Tensor | None
-    limbs: int
-    _left: torch.Tensor | None = field(default=None, repr=False)
-    _right: torch.Tensor | None = field(default=None, repr=False)
+    __slots__ = ("_q", "scale", "limbs", "_left", "_right")
+
+    def __init__(self, q: torch.Tensor | None, scale: torch.Tensor | None, limbs: int,
+                 left: torch.Tensor | None = None, right: torch.Tensor | None = None):
+        if q is None and left is None and right is None:
+            raise ReproducibilityError("an operand needs its integers or its limbs")
+        self._q, self.scale, self.limbs, self._left, self._right = q, scale, limbs, left, right
+
+    @property
+    def q(self) -> torch.Tensor:
+        if self._q is None and self._left is not None:
+            self._q = join_limbs(self._left)
+        elif self._q is None:
+            n = self._right.shape[1]
+            self._q = join_limbs(self._right.view(self.limbs, -1, n).flip(0).permute(1, 0, 2))
+        return self._q
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        if self._q is not None:
+            return tuple(self._q.shape)
+        if self._left is not None:
+            return (self._left.shape[0], self._left.shape[2])
+        return (self._right.shape[0] // self.limbs, self._right.shape[1])
 
     def left_digits(self, fuse: bool = False) -> torch.Tensor:
         if self._left is None and fuse:
@@ -107,7 +127,7 @@ class Operand:
 
     def right_digits(self, fuse: bool = False) -> torch.Tensor:
         if self._right is None:
-            k, n = self.q.shape
+            k, n = self.shape
             top = self.limbs - 1
             if self._left is not None:
                 self._right = self._left.permute(1, 0, 2).flip(0).reshape(self.limbs * k, n)
@@ -123,7 +143,24 @@ class Operand:
 
     def unscaled(self) -> "Operand":
         """The same integers with unit scale (shares the limbs)."""
-        return Operand(self.q, None, self.limbs, self._left, self._right)
+        return Operand(self._q, None, self.limbs, self._left, self._right)
+
+    def transposed(self, fuse: bool = False) -> "Operand":
+        """The transposed integers with unit scale, as a left operand: its limbs are this
+        operand's left limbs transposed (int8, a quarter of the float32 bytes)."""
+        left = None if self._left is None else intgemm_fused.run("transpose_left", fuse, self._left)
+        q = None if self._q is None else self._q.T
+        if q is None and left is None:
+            q = self.q.T
+        return Operand(q, None, self.limbs, left)
+
+
+def join_limbs(left: torch.Tensor) -> torch.Tensor:
+    """float32 integers of left limbs ``(M, L, K)`` (most significant first): exact."""
+    q = left[:, 0].to(F32)
+    for i in range(1, left.shape[1]):
+        q = torch.add(left[:, i].to(F32), q, alpha=128.0)
+    return q
 
 
 def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = None,
@@ -140,9 +177,24 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
         amax = intgemm_fused.call("amax", x, dim) if fuse else x.abs().amax(dim=dim)
     up, down = pow2_scales(amax, bits)
     up = up.unsqueeze(1) if dim == 1 else up
+    if fuse and dim == 1:
+        return Operand(None, down, limbs, left=intgemm_fused.call("quantize_left", x, up, float(1 << bits), limbs))
     if fuse:
-        return Operand(intgemm_fused.call("quantize", x, up, float(1 << bits)), down, limbs)
+        right = intgemm_fused.call("quantize_right", x, up, float(1 << bits), limbs)
+        return Operand(None, down, limbs, right=right.view(limbs * x.shape[0], x.shape[1]))
     return Operand(_quantize_with(x, up, bits), down, limbs)
+
+
+def quantize_scaled_columns(g: torch.Tensor, rows: torch.Tensor, amax: torch.Tensor, limbs: int,
+                            fuse: bool = False) -> Operand:
+    """``g * rows[:, None]`` (``rows``: float32 powers of two) quantised per column with the
+    given maxima, as a right operand; fused, the product is never stored."""
+    if not fuse:
+        return quantize(torch.mul(g, rows.unsqueeze(1)), 0, limbs, amax)
+    bits = operand_bits(limbs)
+    up, down = pow2_scales(amax, bits)
+    right = intgemm_fused.call("quantize_right_scaled", g, rows, up, float(1 << bits), limbs)
+    return Operand(None, down, limbs, right=right.view(limbs * g.shape[0], g.shape[1]))
 
 
 def _digits(q: torch.Tensor, limbs: int):
@@ -203,10 +255,10 @@ class GemmEngine:
 
     def exact_sum(self, left: Operand, right: Operand) -> "ExactSum":
         """``S = qL @ qR`` exactly, unscaled (see :class:`ExactSum`)."""
-        m, k = left.q.shape
-        n = right.q.shape[1]
-        if right.q.shape[0] != k or left.limbs != right.limbs:
-            raise ReproducibilityError(f"shapes {tuple(left.q.shape)} @ {tuple(right.q.shape)}")
+        m, k = left.shape
+        n = right.shape[1]
+        if right.shape[0] != k or left.limbs != right.limbs:
+            raise ReproducibilityError(f"shapes {left.shape} @ {right.shape}")
         check_contraction(k, left.limbs)
         if self._float64(m, k, n):
             return _float64_sum(left.q, right.q, left.limbs)
@@ -259,13 +311,13 @@ class GemmEngine:
 
     def matmul(self, left: Operand, right: Operand) -> torch.Tensor:
         """float32 ``(qL * sL) @ (qR * sR)`` with the one rounding at the end."""
-        m, k = left.q.shape
-        n = right.q.shape[1]
+        m, k = left.shape
+        n = right.shape[1]
         limbs = left.limbs
-        if (self.fuse and not self._float64(m, k, n) and right.q.shape[0] == k
+        if (self.fuse and not self._float64(m, k, n) and right.shape[0] == k
                 and k * limbs <= INT8_K_CHUNK and k << (2 * operand_bits(limbs) + 1) <= _EXACT):
             sums = self._planes(left, right)
-            rows = _scale64(left.scale, m, sums[0].device, 128.0 ** (2 * limbs - 2))
+            rows = _scale64(left.scale, m, sums[0].device, 1.0)
             cols = _scale64(right.scale, n, sums[0].device, 1.0)
             return intgemm_fused.call("combine", sums, rows, cols)
         return self.exact_sum(left, right).finish(left.scale, right.scale)

@@ -22,7 +22,7 @@ import torch
 
 log = logging.getLogger(__name__)
 
-F32, F64, I8 = torch.float32, torch.float64, torch.int8
+F32, F64, I8, I64 = torch.float32, torch.float64, torch.int8, torch.int64
 
 _lock = threading.Lock()
 _kernels: dict[str, object] = {}
@@ -50,6 +50,38 @@ def _digits_stacked(q: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
     return torch.stack(parts[::-1], dim=dim).to(I8)
 
 
+def _quantize_left(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
+    """Left limbs (M, L, K) of round(x * up) clamped to [-span, span - 1], in one pass."""
+    return _digits_stacked(_quantize(x, up, span), limbs, 1)
+
+
+def _quantize_right(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
+    """Right limbs (L, K, N), least significant first, of round(x * up) clamped, in one pass."""
+    return _digits_stacked(_quantize(x, up, span), limbs, 0).flip(0)
+
+
+def _quantize_right_scaled(g: torch.Tensor, rows: torch.Tensor, up: torch.Tensor, span: float,
+                           limbs: int) -> torch.Tensor:
+    """Right limbs of ``g * rows[:, None]`` quantised per column (rows: powers of two)."""
+    return _quantize_right(g * rows.unsqueeze(1), up, span, limbs)
+
+
+def _column_maxima(g: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per column: ``max |g * rows[:, None]|`` and ``max |g|``, in one pass."""
+    return (g * rows.unsqueeze(1)).abs().amax(0), g.abs().amax(0)
+
+
+def _scaled_column_sums(g: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """float64 column sums of ``round(g * up)``: integers, so exact in any order while
+    they fit 53 bits (the caller's choice of ``up``)."""
+    return torch.round(g.to(F64) * up).sum(0)
+
+
+def _transpose_left(left: torch.Tensor) -> torch.Tensor:
+    """Left limbs (M, L, K) of a matrix -> left limbs (K, L, M) of its transpose."""
+    return left.permute(2, 1, 0).contiguous()
+
+
 def _split_left(q: torch.Tensor, limbs: int) -> torch.Tensor:
     """(M, K) -> (M, L, K)."""
     return _digits_stacked(q, limbs, 1)
@@ -61,14 +93,20 @@ def _split_right(q: torch.Tensor, limbs: int) -> torch.Tensor:
 
 
 def _combine(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """float32(sum_d 128**-d * sums[d] * rows[:, None] * cols[None, :]): exact until the cast."""
-    acc = sums[0].to(F64)
+    """float32(S * rows[:, None] * cols[None, :]) with ``S = sum_d 128**(D-d) * sums[d]``
+    summed in int64 (exact) and held exactly by float64 (the caller checks |S| < 2**53):
+    exact until the cast. Integer shifts keep the loop at half the float64 work."""
+    top = len(sums) - 1
+    acc = sums[0].to(I64) << (7 * top)
     for d in range(1, len(sums)):
-        acc = acc + sums[d].to(F64) * (128.0 ** -d)
-    return (acc * rows.unsqueeze(1) * cols).to(F32)
+        acc = acc + (sums[d].to(I64) << (7 * (top - d)))
+    return (acc.to(F64) * rows.unsqueeze(1) * cols).to(F32)
 
 
-_EAGER = {"quantize": _quantize, "amax": _amax, "split_left": _split_left,
+_EAGER = {"quantize": _quantize, "quantize_left": _quantize_left, "quantize_right": _quantize_right,
+          "quantize_right_scaled": _quantize_right_scaled, "column_maxima": _column_maxima,
+          "scaled_column_sums": _scaled_column_sums, "transpose_left": _transpose_left,
+          "amax": _amax, "split_left": _split_left,
           "split_right": _split_right, "combine": _combine}
 
 
@@ -80,8 +118,21 @@ def kernel(name: str):
         if name not in _kernels:
             # shapes, ranks and thread counts vary: allow recompiles beyond dynamo's default 8
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-            _kernels[name] = torch.compile(_EAGER[name], dynamic=True, fullgraph=True)
+            _kernels[name] = torch.compile(_EAGER[name], dynamic=False, fullgraph=True)
     return _kernels[name]
+
+
+def twins_agree(name: str, *args) -> bool:
+    """Whether compiled kernel ``name`` gives its eager twin's bits on ``args``."""
+    got, want = call(name, *args), _EAGER[name](*args)
+    if isinstance(want, torch.Tensor):
+        got, want = (got,), (want,)
+    return all(g.dtype == w.dtype and torch.equal(g.cpu(), w.cpu()) for g, w in zip(got, want, strict=True))
+
+
+def run(name: str, fuse: bool, *args):
+    """Kernel ``name`` compiled (``fuse``) or eager: the same bits either way."""
+    return call(name, *args) if fuse else _EAGER[name](*args)
 
 
 def call(name: str, *args):

@@ -26,7 +26,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .intgemm import DEFAULT_LIMBS, GemmEngine, check_contraction, quantize
+from . import intgemm_fused
+from .intgemm import DEFAULT_LIMBS, ExactSum, GemmEngine, check_contraction, quantize, quantize_scaled_columns
 from .models import ModelSpec
 from .repro_ops import F32, first_max_mask, operand_bits, power_scales, softmax_xent
 
@@ -220,16 +221,10 @@ class _GradSums:
         self.max_g: dict[str, torch.Tensor] = {}  # per column: max |G|
         self.sums: dict[str, list] = {}
 
-    @staticmethod
-    def _gp(layer, g):
-        """G' = G * sa (row scale of the forward integers; float32, a power of two)."""
-        return torch.mul(g, layer.qa.scale.unsqueeze(1))
-
-    def observe(self, layer, g, gp=None):
-        """Pass 1: fold this slice into the per-column maxima (max is order-free)."""
-        gp = self._gp(layer, g) if gp is None else gp
-        mgp = gp.abs().amax(dim=0)
-        mg = g.abs().amax(dim=0)
+    def observe(self, layer, g):
+        """Pass 1: fold this slice into the per-column maxima of ``G' = G * sa`` (sa: the
+        row scales of the forward integers, powers of two) and of ``G`` (max is order-free)."""
+        mgp, mg = intgemm_fused.run("column_maxima", self.engine.fuse, g, layer.qa.scale)
         name = layer.name
         if name in self.max_gp:
             mgp = torch.maximum(self.max_gp[name], mgp)
@@ -238,28 +233,32 @@ class _GradSums:
 
     def both(self, layer, g):
         """One-slice batch: maxima and sums in one go."""
-        gp = self._gp(layer, g)
-        self.observe(layer, g, gp)
-        self.add(layer, g, gp)
+        self.observe(layer, g)
+        self.add(layer, g, whole=True)
 
-    def add(self, layer, g, gp=None):
-        """Pass 2: add this slice's integer products to the layer's sums (exact)."""
-        name = layer.name
-        gp = self._gp(layer, g) if gp is None else gp
-        left = quantize(gp.T, 1, self.limbs, self.max_gp[name], self.engine.fuse)  # (out, rows)
-        sw = self.engine.exact_sum(left, layer.qa.unscaled())
+    def add(self, layer, g, whole=False):
+        """Pass 2: add this slice's integer products to the layer's sums (exact). The sums
+        are taken transposed, ``dW.T = qa.T @ G'`` (same integers): ``G'`` is quantised per
+        column as it lies and only the int8 limbs of ``qa`` are transposed. A ``whole``
+        batch's gradient is rounded at once (the same bits as finishing its sums later)."""
+        name, fuse = layer.name, self.engine.fuse
+        right = quantize_scaled_columns(g, layer.qa.scale, self.max_gp[name], self.limbs, fuse)  # (rows, out)
+        left = layer.qa.transposed(fuse)  # (in, rows), unit scale
+        sw = self.engine.matmul(left, right) if whole else self.engine.exact_sum(left, right)
         up_b, down_b = power_scales(self.max_g[name], operand_bits(self.rows[name], 0))
-        sb = torch.mul(g, up_b).round_().sum(dim=0)
+        sb = intgemm_fused.run("scaled_column_sums", fuse, g, up_b)
         if name in self.sums:
             self.sums[name][0].add(sw)
             self.sums[name][1] += sb
         else:  # +0.0 makes a possible -0.0 sum +0.0
-            self.sums[name] = [sw, sb.add_(0.0), left.scale, down_b]
+            self.sums[name] = [sw, sb.add_(0.0), right.scale, down_b]
 
     def result(self, params):
         grads = {}
         for name, (sw, sb, scale_w, scale_b) in self.sums.items():
             shape = params[name + ".weight"].shape
-            grads[name + ".weight"] = sw.finish(scale_w, None).view(shape)
+            if isinstance(sw, ExactSum):
+                sw = sw.finish(None, scale_w)
+            grads[name + ".weight"] = sw.T.contiguous().view(shape)
             grads[name + ".bias"] = sb.mul_(scale_b).to(F32)
         return grads
