@@ -242,9 +242,28 @@ def test_weightGradient_transposedSums_sameBitsAsDirect_fusedAndEager(limbs):
     for engine in (INT8, FUSED, FLOAT64):
         fq = quantize(a, 1, limbs, fuse=engine.fuse)
         right = quantize_scaled_columns(g, fq.scale, amax, limbs, fuse=engine.fuse)
-        assert torch.equal(engine.matmul(fq.transposed(engine.fuse), right).T, direct)
-        sums = engine.exact_sum(fq.transposed(engine.fuse), right)
+        assert torch.equal(engine.matmul(fq.transposed(), right).T, direct)
+        sums = engine.exact_sum(fq.transposed(), right)
         assert torch.equal(sums.finish(None, right.scale).T, direct)
+
+
+def test_fusedReluAndMask_sameBitsAsEager_signedZerosAndNaN():
+    """relu and the backward masks: +0.0 for -0.0 and every masked value, NaN kept, on the
+    eager ops (x * mask + 0.0) and the compiled selects alike."""
+    from truetrain.training import intgemm_fused
+    from truetrain.training.repro_net import _apply, _relu
+
+    h = torch.tensor([1.5, -0.0, 0.0, -2.0, math.nan, math.inf, -math.inf, 1e-40])
+    for fuse in (False, True):
+        out, mask = _relu(h, fuse)
+        assert out[[0, 5, 7]].tolist() == h[[0, 5, 7]].tolist() and math.isnan(out[4])
+        assert out[[1, 2, 3]].view(torch.int32).tolist() == [0, 0, 0]  # +0.0, never -0.0
+        assert math.isnan(out[6])  # -inf * 0: NaN, as the eager mask multiply gives
+        assert mask.tolist() == [1, 0, 0, 0, 0, 1, 0, 1]
+        masked = _apply(torch.tensor([0.0, 1, 1, 0, 0, 1, 0, 1]), h, fuse)
+        assert masked.view(torch.int32)[[0, 1, 2, 3]].tolist() == [0, 0, 0, 0]
+        assert math.isnan(masked[4]) and masked[5] == math.inf and math.isnan(masked[6])
+    assert intgemm_fused.twins_agree("relu", h) and intgemm_fused.twins_agree("apply_mask", mask, h)
 
 
 def test_keepFreedMemory_glibcAcceptsOnce():

@@ -12,6 +12,7 @@ The outcome is logged, exported as a metric and declared in the hardware profile
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from dataclasses import dataclass
 
@@ -38,7 +39,8 @@ class KernelCheck:
 
 
 def _vectors(device: str):
-    """(a, b) int8 pairs: the extremes at the longest K, then seeded random shapes."""
+    """(a, b) int8 pairs: the extremes at the longest K, then seeded random shapes, each
+    also with A column-major."""
     full = INT8_K_CHUNK
     lo, hi = torch.full((17, full), -128, dtype=torch.int8), torch.full((full, 8), 127, dtype=torch.int8)
     yield lo, torch.full((full, 8), -128, dtype=torch.int8)  # every sum = K * 2**14 = 2**30
@@ -49,6 +51,7 @@ def _vectors(device: str):
         a = torch.randint(-128, 128, (m, k), generator=gen, dtype=torch.int8)
         b = torch.randint(-128, 128, (k, n), generator=gen, dtype=torch.int8)
         yield a, b
+        yield a.T.contiguous().T, b  # column-major A: how weight gradients read their limbs
 
 
 def _exact(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -77,7 +80,9 @@ def self_test(device: str, kernel=_int_mm, fuse: bool = False) -> KernelCheck:
             if fuse and not (torch.equal(left.q, quantize(x, 1, limbs).q)
                              and torch.equal(right.q, quantize(w, 0, limbs).q)):
                 return KernelCheck(device, "float64", f"fused quantiser differs at {limbs} limbs")
-            if not torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu()):
+            bias = torch.linspace(-2, 2, w.shape[1], device=w.device)
+            if not (torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu())
+                    and torch.equal(fast.matmul(left, right, bias).cpu(), slow.matmul(left, right, bias).cpu())):
                 return KernelCheck(device, "float64", f"int8 engine differs from float64 at {limbs} limbs")
             if fuse and (bad := _fused_gradient_kernels_differ(x, left, limbs)):
                 return KernelCheck(device, "float64", f"fused kernel {bad} differs at {limbs} limbs")
@@ -87,11 +92,14 @@ def self_test(device: str, kernel=_int_mm, fuse: bool = False) -> KernelCheck:
 
 
 def _fused_gradient_kernels_differ(g: torch.Tensor, left: Operand, limbs: int) -> str | None:
-    """The first fused weight-gradient kernel whose bits differ from its eager twin."""
+    """The first fused training-step kernel whose bits differ from its eager twin."""
     rows = left.scale
     amax = intgemm_fused.call("column_maxima", g, rows)[0]
     up, _ = pow2_scales(amax, operand_bits(limbs))
-    cases = {"column_maxima": (g, rows), "transpose_left": (left.left_digits(True),),
+    signed = g.clone()
+    signed[0, :6] = torch.tensor([0.0, -0.0, math.nan, -math.inf, math.inf, -1e-30])
+    mask = (torch.arange(signed.numel(), device=g.device) % 3 == 0).to(torch.float32).view(signed.shape)
+    cases = {"column_maxima": (g, rows), "relu": (signed,), "apply_mask": (mask, signed),
              "quantize_right_scaled": (g, rows, up, float(1 << operand_bits(limbs)), limbs),
              "scaled_column_sums": (g, up.to(torch.float64))}
     return next((name for name, args in cases.items() if not intgemm_fused.twins_agree(name, *args)), None)

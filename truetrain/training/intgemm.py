@@ -145,13 +145,12 @@ class Operand:
         """The same integers with unit scale (shares the limbs)."""
         return Operand(self._q, None, self.limbs, self._left, self._right)
 
-    def transposed(self, fuse: bool = False) -> "Operand":
-        """The transposed integers with unit scale, as a left operand: its limbs are this
-        operand's left limbs transposed (int8, a quarter of the float32 bytes)."""
-        left = None if self._left is None else intgemm_fused.run("transpose_left", fuse, self._left)
+    def transposed(self) -> "Operand":
+        """The transposed integers with unit scale, as a left operand whose limbs are a
+        view of this operand's left limbs: column-major matrices the int8 kernel reads as
+        they lie, so nothing is copied."""
+        left = None if self._left is None else self._left.permute(2, 1, 0)
         q = None if self._q is None else self._q.T
-        if q is None and left is None:
-            q = self.q.T
         return Operand(q, None, self.limbs, left)
 
 
@@ -275,7 +274,18 @@ class GemmEngine:
         a, r = left.left_digits(self.fuse), right.right_digits(self.fuse)
         m, _, k = a.shape
         top = limbs - 1
-        if k * limbs <= INT8_K_CHUNK:
+        if k * limbs <= INT8_K_CHUNK and not a.is_contiguous():
+            # a transposed operand's limbs (a view, column-major): the kernel takes each as
+            # it lies, one call per limb pair, added in int32 (|sum| <= L * K * 2**14 < 2**31)
+            sums = []
+            for d in range(2 * limbs - 1):
+                acc = None
+                for i in range(max(0, d - top), min(d, top) + 1):
+                    b0 = (top - d + i) * k
+                    part = self.kernel(a[:, i], r[b0:b0 + k])
+                    acc = part if acc is None else acc.add_(part)
+                sums.append(acc)
+        elif k * limbs <= INT8_K_CHUNK:
             flat = a.view(m, limbs * k)
             sums = []
             for d in range(2 * limbs - 1):
@@ -309,8 +319,9 @@ class GemmEngine:
             acc.mul_(128).add_(sums[d])
         return ExactSum(acc, 0)
 
-    def matmul(self, left: Operand, right: Operand) -> torch.Tensor:
-        """float32 ``(qL * sL) @ (qR * sR)`` with the one rounding at the end."""
+    def matmul(self, left: Operand, right: Operand, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """float32 ``(qL * sL) @ (qR * sR)`` with the one rounding at the end (then ``+ bias``
+        in float32, when given: a second rounding, the same on every route)."""
         m, k = left.shape
         n = right.shape[1]
         limbs = left.limbs
@@ -319,8 +330,11 @@ class GemmEngine:
             sums = self._planes(left, right)
             rows = _scale64(left.scale, m, sums[0].device, 1.0)
             cols = _scale64(right.scale, n, sums[0].device, 1.0)
-            return intgemm_fused.call("combine", sums, rows, cols)
-        return self.exact_sum(left, right).finish(left.scale, right.scale)
+            if bias is None:
+                return intgemm_fused.call("combine", sums, rows, cols)
+            return intgemm_fused.call("combine_bias", sums, rows, cols, bias)
+        out = self.exact_sum(left, right).finish(left.scale, right.scale)
+        return out if bias is None else out + bias
 
 
 def _scale64(scale: torch.Tensor | None, size: int, device, factor: float) -> torch.Tensor:

@@ -60,6 +60,12 @@ def _quantize_right(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) 
     return _digits_stacked(_quantize(x, up, span), limbs, 0).flip(0)
 
 
+def _combine_bias(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor,
+                  bias: torch.Tensor) -> torch.Tensor:
+    """:func:`_combine` then ``+ bias`` in float32 (one more rounding, as eager rounds it)."""
+    return _combine(sums, rows, cols) + bias
+
+
 def _quantize_right_scaled(g: torch.Tensor, rows: torch.Tensor, up: torch.Tensor, span: float,
                            limbs: int) -> torch.Tensor:
     """Right limbs of ``g * rows[:, None]`` quantised per column (rows: powers of two)."""
@@ -77,9 +83,30 @@ def _scaled_column_sums(g: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.round(g.to(F64) * up).sum(0)
 
 
-def _transpose_left(left: torch.Tensor) -> torch.Tensor:
-    """Left limbs (M, L, K) of a matrix -> left limbs (K, L, M) of its transpose."""
-    return left.permute(2, 1, 0).contiguous()
+def _apply_mask(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``x * mask + 0.0`` for a float32 0/1 mask (eager): +0.0 for -0.0, NaN for inf * 0."""
+    return torch.mul(x, mask).add_(0.0)
+
+
+def _relu(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(relu(h), mask)``: the mask float32 0/1 (``h > 0``), relu as :func:`_apply_mask`."""
+    mask = torch.gt(h, 0).to(F32)
+    return _apply_mask(mask, h), mask
+
+
+def _apply_mask_selects(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """:func:`_apply_mask` for the compiler: ``x * 1.0 + 0.0`` is ``x`` but +0.0 for -0.0;
+    ``x * 0.0 + 0.0`` is +0.0 but NaN for inf and NaN. Zeros are chosen by selects, since
+    the compiler's flags let it drop a ``+ 0.0``; the self-test checks the bits."""
+    zero = x * 0.0
+    kept = torch.where(x == 0, 0.0, x)
+    dropped = torch.where(zero == 0, 0.0, zero)
+    return torch.where(mask != 0, kept, dropped)
+
+
+def _relu_selects(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    mask = (h > 0).to(F32)
+    return _apply_mask_selects(mask, h), mask
 
 
 def _split_left(q: torch.Tensor, limbs: int) -> torch.Tensor:
@@ -105,9 +132,13 @@ def _combine(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -
 
 _EAGER = {"quantize": _quantize, "quantize_left": _quantize_left, "quantize_right": _quantize_right,
           "quantize_right_scaled": _quantize_right_scaled, "column_maxima": _column_maxima,
-          "scaled_column_sums": _scaled_column_sums, "transpose_left": _transpose_left,
-          "amax": _amax, "split_left": _split_left,
-          "split_right": _split_right, "combine": _combine}
+          "scaled_column_sums": _scaled_column_sums,
+          "amax": _amax, "split_left": _split_left, "relu": _relu, "apply_mask": _apply_mask,
+          "split_right": _split_right, "combine": _combine, "combine_bias": _combine_bias}
+
+
+#: Kernels compiled from another formulation than their eager twin (same bits, self-tested).
+_COMPILED_FROM = {"relu": _relu_selects, "apply_mask": _apply_mask_selects}
 
 
 def kernel(name: str):
@@ -118,7 +149,7 @@ def kernel(name: str):
         if name not in _kernels:
             # shapes, ranks and thread counts vary: allow recompiles beyond dynamo's default 8
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-            _kernels[name] = torch.compile(_EAGER[name], dynamic=False, fullgraph=True)
+            _kernels[name] = torch.compile(_COMPILED_FROM.get(name, _EAGER[name]), dynamic=False, fullgraph=True)
     return _kernels[name]
 
 
@@ -127,7 +158,12 @@ def twins_agree(name: str, *args) -> bool:
     got, want = call(name, *args), _EAGER[name](*args)
     if isinstance(want, torch.Tensor):
         got, want = (got,), (want,)
-    return all(g.dtype == w.dtype and torch.equal(g.cpu(), w.cpu()) for g, w in zip(got, want, strict=True))
+    return all(g.dtype == w.dtype and torch.equal(_bits(g.cpu()), _bits(w.cpu())) for g, w in zip(got, want, strict=True))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """Floats as their bit patterns (so NaN equals itself and -0.0 differs from +0.0)."""
+    return t.view({F32: torch.int32, F64: I64}[t.dtype]) if t.is_floating_point() else t
 
 
 def run(name: str, fuse: bool, *args):

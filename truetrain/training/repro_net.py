@@ -36,8 +36,8 @@ from .repro_ops import F32, first_max_mask, operand_bits, power_scales, softmax_
 # values but runs several times slower on a CPU).
 
 
-def _apply(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return torch.mul(x, mask).add_(0.0)
+def _apply(mask: torch.Tensor, x: torch.Tensor, fuse: bool = False) -> torch.Tensor:
+    return intgemm_fused.run("apply_mask", fuse, mask, x)
 
 
 def _im2col(a: torch.Tensor, k: int) -> torch.Tensor:
@@ -74,9 +74,8 @@ def _unpool(g: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return gv.view(b, h2, w2, c, 2, 2).permute(0, 1, 4, 2, 5, 3).reshape(b, 2 * h2, 2 * w2, c)
 
 
-def _relu(h: torch.Tensor):
-    mask = torch.gt(h, 0).to(F32)
-    return _apply(mask, h), mask
+def _relu(h: torch.Tensor, fuse: bool = False):
+    return intgemm_fused.run("relu", fuse, h)
 
 
 class _Layer:
@@ -115,7 +114,7 @@ class ReproNet:
 
     def _affine(self, name, a, params, wq, tape):
         qa = self._quantize(a, 1)
-        h = self.engine.matmul(qa, wq[name][0]) + params[name + ".bias"]
+        h = self.engine.matmul(qa, wq[name][0], params[name + ".bias"])
         if tape is not None:
             tape.append(_Layer(name, qa))
         return h
@@ -130,7 +129,7 @@ class ReproNet:
             for i, o in enumerate(spec.channels):
                 shape = tuple(a.shape)
                 h = self._affine(f"conv.{i}", _im2col(a, spec.kernel), params, wq, tape)
-                h, mask = _relu(h)
+                h, mask = _relu(h, self.engine.fuse)
                 a, pool_mask = _pool(h.view(shape[0], shape[1], shape[2], o))
                 if tape is not None:
                     tape[-1].mask, tape[-1].pool_mask, tape[-1].shape = mask, pool_mask, shape
@@ -141,7 +140,7 @@ class ReproNet:
         for j in range(n_fc):
             a = self._affine(f"fc.{j}", a, params, wq, tape)
             if j < n_fc - 1:
-                a, mask = _relu(a)
+                a, mask = _relu(a, self.engine.fuse)
                 if tape is not None:
                     tape[-1].mask = mask
         return a
@@ -167,7 +166,7 @@ class ReproNet:
             g = self._input_grad(g, layer.name, wq)
             below = tape[idx - 1]
             if idx > n_conv:  # dense below dense: through the ReLU
-                g = _apply(below.mask, g)
+                g = _apply(below.mask, g, self.engine.fuse)
                 continue
             if idx == n_conv:  # first dense layer: undo the (C, H, W) flatten
                 _, h, w, _ = below.shape
@@ -175,7 +174,7 @@ class ReproNet:
             else:  # conv input gradient: patches back to pixels
                 g = _col2im(g, layer.shape, spec.kernel)
             g = _unpool(g, below.pool_mask)
-            g = _apply(below.mask, g.reshape(below.mask.shape))
+            g = _apply(below.mask, g.reshape(below.mask.shape), self.engine.fuse)
 
     def gradients(self, params, x, y, micro_batch: int | None = None):
         """Gradient of the mean cross-entropy over the batch ``(x, y)``.
@@ -239,11 +238,11 @@ class _GradSums:
     def add(self, layer, g, whole=False):
         """Pass 2: add this slice's integer products to the layer's sums (exact). The sums
         are taken transposed, ``dW.T = qa.T @ G'`` (same integers): ``G'`` is quantised per
-        column as it lies and only the int8 limbs of ``qa`` are transposed. A ``whole``
+        column as it lies and the int8 kernel reads ``qa``'s limbs transposed in place. A ``whole``
         batch's gradient is rounded at once (the same bits as finishing its sums later)."""
         name, fuse = layer.name, self.engine.fuse
         right = quantize_scaled_columns(g, layer.qa.scale, self.max_gp[name], self.limbs, fuse)  # (rows, out)
-        left = layer.qa.transposed(fuse)  # (in, rows), unit scale
+        left = layer.qa.transposed()  # (in, rows), unit scale, a view of the limbs
         sw = self.engine.matmul(left, right) if whole else self.engine.exact_sum(left, right)
         up_b, down_b = power_scales(self.max_g[name], operand_bits(self.rows[name], 0))
         sb = intgemm_fused.run("scaled_column_sums", fuse, g, up_b)
