@@ -40,7 +40,7 @@ class KernelCheck:
 
 def _vectors(device: str):
     """(a, b) int8 pairs: the extremes at the longest K, then seeded random shapes, each
-    also with A column-major."""
+    also with A or B column-major."""
     full = INT8_K_CHUNK
     lo, hi = torch.full((17, full), -128, dtype=torch.int8), torch.full((full, 8), 127, dtype=torch.int8)
     yield lo, torch.full((full, 8), -128, dtype=torch.int8)  # every sum = K * 2**14 = 2**30
@@ -52,6 +52,8 @@ def _vectors(device: str):
         b = torch.randint(-128, 128, (k, n), generator=gen, dtype=torch.int8)
         yield a, b
         yield a.T.contiguous().T, b  # column-major A: how weight gradients read their limbs
+        # column-major B with a leading dimension past K: how forward products read weights
+        yield a, torch.cat([b, -b]).T.contiguous().T[:k]
 
 
 def _exact(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -102,6 +104,9 @@ def _fused_gradient_kernels_differ(g: torch.Tensor, left: Operand, limbs: int) -
     cases = {"column_maxima": (g, rows), "relu": (signed,), "apply_mask": (mask, signed),
              "quantize_right_scaled": (g, rows, up, float(1 << operand_bits(limbs)), limbs),
              "scaled_column_sums": (g, up.to(torch.float64))}
+    logits = torch.cat([g[:, :10] * 40, torch.full_like(g[:, :1], -1e4)], 1)  # exp underflows
+    labels = torch.arange(g.shape[0], device=g.device) % 11
+    cases["softmax_xent"] = (logits, labels, 100)  # not a power of two: a true division
     return next((name for name, args in cases.items() if not intgemm_fused.twins_agree(name, *args)), None)
 
 

@@ -104,7 +104,7 @@ class Operand:
             self._q = join_limbs(self._left)
         elif self._q is None:
             n = self._right.shape[1]
-            self._q = join_limbs(self._right.view(self.limbs, -1, n).flip(0).permute(1, 0, 2))
+            self._q = join_limbs(self._right.reshape(self.limbs, -1, n).flip(0).permute(1, 0, 2))
         return self._q
 
     @property
@@ -178,6 +178,11 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     up = up.unsqueeze(1) if dim == 1 else up
     if fuse and dim == 1:
         return Operand(None, down, limbs, left=intgemm_fused.call("quantize_left", x, up, float(1 << bits), limbs))
+    if fuse and x.dim() == 2 and not x.is_contiguous() and x.T.is_contiguous():
+        # x = w.T (a weight in the forward): quantise w's rows, least significant limb
+        # first, and read the right operand as their column-major transpose (no copy)
+        rows = intgemm_fused.call("quantize_left_lsf", x.T, up.unsqueeze(1), float(1 << bits), limbs)
+        return Operand(None, down, limbs, right=rows.view(x.shape[1], limbs * x.shape[0]).T)
     if fuse:
         right = intgemm_fused.call("quantize_right", x, up, float(1 << bits), limbs)
         return Operand(None, down, limbs, right=right.view(limbs * x.shape[0], x.shape[1]))

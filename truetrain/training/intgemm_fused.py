@@ -20,6 +20,8 @@ import threading
 
 import torch
 
+from .repro_ops import softmax_xent
+
 log = logging.getLogger(__name__)
 
 F32, F64, I8, I64 = torch.float32, torch.float64, torch.int8, torch.int64
@@ -53,6 +55,12 @@ def _digits_stacked(q: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
 def _quantize_left(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
     """Left limbs (M, L, K) of round(x * up) clamped to [-span, span - 1], in one pass."""
     return _digits_stacked(_quantize(x, up, span), limbs, 1)
+
+
+def _quantize_left_lsf(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
+    """Like :func:`_quantize_left` with the least significant limb first: (M, L, K) whose
+    (M, L*K) transpose is the right-operand layout of ``x.T``, read in place."""
+    return _digits_stacked(_quantize(x, up, span), limbs, 1).flip(1)
 
 
 def _quantize_right(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
@@ -130,11 +138,14 @@ def _combine(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -
     return (acc.to(F64) * rows.unsqueeze(1) * cols).to(F32)
 
 
-_EAGER = {"quantize": _quantize, "quantize_left": _quantize_left, "quantize_right": _quantize_right,
+_EAGER = {"quantize": _quantize, "quantize_left": _quantize_left, "quantize_left_lsf": _quantize_left_lsf, "quantize_right": _quantize_right,
           "quantize_right_scaled": _quantize_right_scaled, "column_maxima": _column_maxima,
           "scaled_column_sums": _scaled_column_sums,
           "amax": _amax, "split_left": _split_left, "relu": _relu, "apply_mask": _apply_mask,
-          "split_right": _split_right, "combine": _combine, "combine_bias": _combine_bias}
+          "split_right": _split_right, "combine": _combine, "combine_bias": _combine_bias,
+          # rounding ops (float64 +, -, *, /, round): compiled only because the self-test
+          # checks its bits on the device against the eager ops (no contraction, no reassociation)
+          "softmax_xent": softmax_xent}
 
 
 #: Kernels compiled from another formulation than their eager twin (same bits, self-tested).

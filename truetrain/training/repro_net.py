@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from . import intgemm_fused
 from .intgemm import DEFAULT_LIMBS, ExactSum, GemmEngine, check_contraction, quantize, quantize_scaled_columns
 from .models import ModelSpec
-from .repro_ops import F32, first_max_mask, operand_bits, power_scales, softmax_xent
+from .repro_ops import F32, first_max_mask, operand_bits, power_scales
 
 # Masks are float32 0/1 and applied as ``x * mask + 0.0``: exact, and the + 0.0 turns the
 # -0.0 a negative x times 0 gives into +0.0 (torch.where with a bool mask computes the same
@@ -193,14 +193,14 @@ class ReproNet:
             for lo, hi in slices:
                 tape = []
                 logits = self.forward(params, x[lo:hi], wq, tape)
-                g = softmax_xent(logits, y[lo:hi], rows)[0]
+                g = intgemm_fused.run("softmax_xent", self.engine.fuse, logits, y[lo:hi], rows)[0]
                 self._backward(tape, g, wq, sums.observe)
         visit = sums.both if len(slices) == 1 else sums.add
         sumexps, targets = [], []
         for lo, hi in slices:  # pass 2: exact integer sums
             tape = []
             logits = self.forward(params, x[lo:hi], wq, tape)
-            g, sumexp, target = softmax_xent(logits, y[lo:hi], rows)
+            g, sumexp, target = intgemm_fused.run("softmax_xent", self.engine.fuse, logits, y[lo:hi], rows)
             self._backward(tape, g, wq, visit)
             sumexps.append(sumexp)
             targets.append(target)
