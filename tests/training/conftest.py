@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from truetrain.hashing import keccak256, to_hex32
-from truetrain.training import build_manifest, decode_shard, prepare_dataset
+from truetrain.training import build_manifest, decode_shard, intgemm_fused, prepare_dataset
 
 SEED = 11
 
@@ -14,6 +14,17 @@ def data_ref(data: bytes) -> dict:
     """A manifest entry for bytes (the CID is a stand-in: no storage here)."""
     return {"cid": "bafk" + keccak256(data).hex()[:24], "hash": to_hex32(keccak256(data)),
             "samples": len(decode_shard(data))}
+
+
+@pytest.fixture(autouse=True)
+def fused_kernels_at_every_size(request):
+    """Fused engines run their compiled kernels on the tests' small tensors too (a worker
+    runs small tensors eager: same bits, less fixed cost)."""
+    if request.node.get_closest_marker("fuse_threshold"):
+        yield
+        return
+    with intgemm_fused.every_size():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -266,6 +266,21 @@ def test_fusedReluAndMask_sameBitsAsEager_signedZerosAndNaN():
     assert intgemm_fused.twins_agree("relu", h) and intgemm_fused.twins_agree("apply_mask", mask, h)
 
 
+@pytest.mark.fuse_threshold
+def test_fusedKernels_onlyOnLargeTensors_unlessEverySize():
+    from truetrain.training import intgemm_fused
+
+    big = intgemm_fused.MIN_ELEMENTS
+    assert intgemm_fused.worth_it(True, big) and not intgemm_fused.worth_it(True, big - 1)
+    assert not intgemm_fused.worth_it(False, big)
+    with intgemm_fused.every_size():
+        assert intgemm_fused.worth_it(True, 1)
+    assert not intgemm_fused.worth_it(True, 1)
+    # below the threshold a fused engine quantises eager (integers kept), above it straight to limbs
+    assert quantize(torch.ones(4, 4), 1, 2, fuse=True)._q is not None
+    assert quantize(torch.ones(256, 256), 1, 2, fuse=True)._q is None
+
+
 def test_keepFreedMemory_glibcAcceptsOnce():
     from truetrain.training.allocator import keep_freed_memory
 

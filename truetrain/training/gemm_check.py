@@ -66,30 +66,36 @@ def self_test(device: str, kernel=_int_mm, fuse: bool = False) -> KernelCheck:
     the whole engine (with its fused kernels when ``fuse``) against the float64 route, bit
     for bit, for every limb count."""
     try:
-        for a, b in _vectors(device):
-            got = kernel(a.to(device), b.to(device))
-            if got.dtype != torch.int32 or not torch.equal(got.cpu().to(torch.int64), _exact(a, b)):
-                return KernelCheck(device, "float64", f"int8 kernel inexact on {tuple(a.shape)} x "
-                                                      f"{tuple(b.shape)}")
-        gen = torch.Generator().manual_seed(7)
-        x = (torch.randn(40, 300, generator=gen) * 3).to(device)
-        w = torch.randn(300, 24, generator=gen).to(device)
-        x[0, :5] = torch.tensor([0.0, -0.0, 1e-30, -3e4, 65504.0])
-        fast = GemmEngine(device, "int8", small_product=0, kernel=kernel, fuse=fuse)
-        slow = GemmEngine(device, "float64")
-        for limbs in LIMB_COUNTS:
-            left, right = quantize(x, 1, limbs, fuse=fuse), quantize(w, 0, limbs, fuse=fuse)
-            if fuse and not (torch.equal(left.q, quantize(x, 1, limbs).q)
-                             and torch.equal(right.q, quantize(w, 0, limbs).q)):
-                return KernelCheck(device, "float64", f"fused quantiser differs at {limbs} limbs")
-            bias = torch.linspace(-2, 2, w.shape[1], device=w.device)
-            if not (torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu())
-                    and torch.equal(fast.matmul(left, right, bias).cpu(), slow.matmul(left, right, bias).cpu())):
-                return KernelCheck(device, "float64", f"int8 engine differs from float64 at {limbs} limbs")
-            if fuse and (bad := _fused_gradient_kernels_differ(x, left, limbs)):
-                return KernelCheck(device, "float64", f"fused kernel {bad} differs at {limbs} limbs")
+        with intgemm_fused.every_size():  # the fused kernels themselves, on small vectors
+            return _check(device, kernel, fuse)
     except (RuntimeError, NotImplementedError, AssertionError) as exc:  # no int8 kernel here
         return KernelCheck(device, "float64", f"int8 kernel unavailable: {str(exc).splitlines()[0][:160]}")
+
+
+def _check(device: str, kernel, fuse: bool) -> KernelCheck:
+    """The self-test's checks, in order; the first failure names the route."""
+    for a, b in _vectors(device):
+        got = kernel(a.to(device), b.to(device))
+        if got.dtype != torch.int32 or not torch.equal(got.cpu().to(torch.int64), _exact(a, b)):
+            return KernelCheck(device, "float64", f"int8 kernel inexact on {tuple(a.shape)} x "
+                                                  f"{tuple(b.shape)}")
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(40, 300, generator=gen) * 3).to(device)
+    w = torch.randn(300, 24, generator=gen).to(device)
+    x[0, :5] = torch.tensor([0.0, -0.0, 1e-30, -3e4, 65504.0])
+    fast = GemmEngine(device, "int8", small_product=0, kernel=kernel, fuse=fuse)
+    slow = GemmEngine(device, "float64")
+    for limbs in LIMB_COUNTS:
+        left, right = quantize(x, 1, limbs, fuse=fuse), quantize(w, 0, limbs, fuse=fuse)
+        if fuse and not (torch.equal(left.q, quantize(x, 1, limbs).q)
+                         and torch.equal(right.q, quantize(w, 0, limbs).q)):
+            return KernelCheck(device, "float64", f"fused quantiser differs at {limbs} limbs")
+        bias = torch.linspace(-2, 2, w.shape[1], device=w.device)
+        if not (torch.equal(fast.matmul(left, right).cpu(), slow.matmul(left, right).cpu())
+                and torch.equal(fast.matmul(left, right, bias).cpu(), slow.matmul(left, right, bias).cpu())):
+            return KernelCheck(device, "float64", f"int8 engine differs from float64 at {limbs} limbs")
+        if fuse and (bad := _fused_gradient_kernels_differ(x, left, limbs)):
+            return KernelCheck(device, "float64", f"fused kernel {bad} differs at {limbs} limbs")
     return KernelCheck(device, "int8", "exact on every test vector")
 
 

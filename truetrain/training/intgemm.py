@@ -172,6 +172,7 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     runs the elementwise passes as compiled kernels (same bits).
     """
     bits = operand_bits(limbs)
+    fuse = intgemm_fused.worth_it(fuse, x.numel())
     if amax is None:
         amax = intgemm_fused.call("amax", x, dim) if fuse else x.abs().amax(dim=dim)
     up, down = pow2_scales(amax, bits)
@@ -193,7 +194,7 @@ def quantize_scaled_columns(g: torch.Tensor, rows: torch.Tensor, amax: torch.Ten
                             fuse: bool = False) -> Operand:
     """``g * rows[:, None]`` (``rows``: float32 powers of two) quantised per column with the
     given maxima, as a right operand; fused, the product is never stored."""
-    if not fuse:
+    if not intgemm_fused.worth_it(fuse, g.numel()):
         return quantize(torch.mul(g, rows.unsqueeze(1)), 0, limbs, amax)
     bits = operand_bits(limbs)
     up, down = pow2_scales(amax, bits)
@@ -330,7 +331,8 @@ class GemmEngine:
         m, k = left.shape
         n = right.shape[1]
         limbs = left.limbs
-        if (self.fuse and not self._float64(m, k, n) and right.shape[0] == k
+        if (self.fuse and intgemm_fused.worth_it(True, m * n)
+                and not self._float64(m, k, n) and right.shape[0] == k
                 and k * limbs <= INT8_K_CHUNK and k << (2 * operand_bits(limbs) + 1) <= _EXACT):
             sums = self._planes(left, right)
             rows = _scale64(left.scale, m, sums[0].device, 1.0)

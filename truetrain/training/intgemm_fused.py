@@ -15,6 +15,7 @@ logs it once and stays on the eager kernels.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -177,9 +178,34 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view({F32: torch.int32, F64: I64}[t.dtype]) if t.is_floating_point() else t
 
 
+#: Tensors smaller than this run eager even when fused: a compiled kernel's fixed cost per
+#: call (guards, launch) is more than the memory passes it saves on them.
+MIN_ELEMENTS = 1 << 16
+
+
+_override = threading.local()
+
+
+def worth_it(fuse: bool, elements: int) -> bool:
+    """Whether to run a compiled kernel on a tensor of ``elements`` (asked to, and large)."""
+    return fuse and elements >= getattr(_override, "min_elements", MIN_ELEMENTS)
+
+
+@contextlib.contextmanager
+def every_size():
+    """In this thread, fused kernels run on tensors of any size (self-tests, tests)."""
+    before = getattr(_override, "min_elements", MIN_ELEMENTS)
+    _override.min_elements = 0
+    try:
+        yield
+    finally:
+        _override.min_elements = before
+
+
 def run(name: str, fuse: bool, *args):
-    """Kernel ``name`` compiled (``fuse``) or eager: the same bits either way."""
-    return call(name, *args) if fuse else _EAGER[name](*args)
+    """Kernel ``name`` compiled (``fuse``, and the first argument large enough) or eager:
+    the same bits either way."""
+    return call(name, *args) if worth_it(fuse, args[0].numel()) else _EAGER[name](*args)
 
 
 def call(name: str, *args):
