@@ -44,7 +44,7 @@ def _gemm_fn(mode: Mode, a, b):
     if mode.numeric_mode == "stock":
         return lambda: a @ b
     engine = mode.engine()
-    return lambda: engine.matmul(quantize(a, 1, mode.limbs), quantize(b, 0, mode.limbs))
+    return lambda: engine.matmul(quantize(a, 1, mode.limbs, fuse=mode.fuse), quantize(b, 0, mode.limbs, fuse=mode.fuse))
 
 
 def gemm_table() -> None:
