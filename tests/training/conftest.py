@@ -16,10 +16,11 @@ def data_ref(data: bytes) -> dict:
             "samples": len(decode_shard(data))}
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def fused_kernels_at_every_size(request):
     """Fused engines run their compiled kernels on the tests' small tensors too (a worker
-    runs small tensors eager: same bits, less fixed cost)."""
+    runs small tensors eager: same bits, less fixed cost). Used by the engine's own tests;
+    the other training tests train as a worker does, compiled only on large tensors."""
     if request.node.get_closest_marker("fuse_threshold"):
         yield
         return

@@ -16,6 +16,9 @@ from truetrain.training.intgemm import (INT8_K_CHUNK, ExactSum, GemmEngine, Oper
                                         operand_bits, pad_for_cuda, quantize, quantize_scaled_columns,
                                         split_limbs)
 
+# the engine's own tests run the compiled kernels on small tensors too
+pytestmark = pytest.mark.usefixtures("fused_kernels_at_every_size")
+
 INT8 = GemmEngine("cpu", "int8", small_product=0)
 FLOAT64 = GemmEngine("cpu", "float64")
 
@@ -271,14 +274,43 @@ def test_fusedKernels_onlyOnLargeTensors_unlessEverySize():
     from truetrain.training import intgemm_fused
 
     big = intgemm_fused.MIN_ELEMENTS
-    assert intgemm_fused.worth_it(True, big) and not intgemm_fused.worth_it(True, big - 1)
+    assert intgemm_fused.worth_it(True, big, "cpu") and not intgemm_fused.worth_it(True, big - 1, "cpu")
+    assert intgemm_fused.ready("cpu")  # the self-test ran on first asking, and passed
     assert not intgemm_fused.worth_it(False, big)
     with intgemm_fused.every_size():
         assert intgemm_fused.worth_it(True, 1)
     assert not intgemm_fused.worth_it(True, 1)
     # below the threshold a fused engine quantises eager (integers kept), above it straight to limbs
     assert quantize(torch.ones(4, 4), 1, 2, fuse=True)._q is not None
-    assert quantize(torch.ones(256, 256), 1, 2, fuse=True)._q is None
+    assert quantize(torch.ones(512, 512), 1, 2, fuse=True)._q is None
+
+
+def _relu_keeping_signed_zeros(h):
+    """A deliberately wrong compiled relu: ``h * mask`` keeps -0.0 where the eager route
+    gives +0.0 (the bits a worker and its verifier would disagree on)."""
+    mask = (h > 0).to(torch.float32)
+    return h * mask, mask
+
+
+@pytest.mark.fuse_threshold
+def test_fusedKernels_failingSelfTest_deviceStaysEager_sameBits(monkeypatch, caplog):
+    """A compiled kernel that differs from its eager twin is found by the self-test on first
+    use; the device then runs the eager kernels for good (a warning says so), same bits."""
+    from truetrain.training import intgemm_fused
+
+    monkeypatch.setattr(intgemm_fused, "_verified", {})
+    monkeypatch.setattr(intgemm_fused, "_kernels", {})
+    monkeypatch.setitem(intgemm_fused._COMPILED_FROM, "relu", _relu_keeping_signed_zeros)
+    caplog.set_level(logging.INFO, logger="truetrain.training.intgemm_fused")
+    big = torch.randn(512, 600, generator=_gen(5))
+    assert not intgemm_fused.worth_it(True, big.numel(), big.device)
+    assert [r.getMessage() for r in caplog.records] == [
+        "fused GEMM kernels refused on cpu (fused kernel relu differs at 2 limbs): the eager int8 "
+        "kernels run, same bits"]
+    w = torch.randn(600, 300, generator=_gen(6))
+    fused = FUSED.matmul(quantize(big, 1, 2, fuse=True), quantize(w, 0, 2, fuse=True))
+    assert torch.equal(fused, FLOAT64.matmul(quantize(big, 1, 2), quantize(w, 0, 2)))
+    assert len(caplog.records) == 1  # decided once per device
 
 
 def test_keepFreedMemory_glibcAcceptsOnce():

@@ -17,6 +17,9 @@ from truetrain.training.repro_ops import (exact_sum, exp64, exp_f32, first_argma
                                          log_f32, operand_bits, softmax_xent, tree_sum,
                                          xent_loss)
 
+# the engine's own tests run the compiled kernels on small tensors too
+pytestmark = pytest.mark.usefixtures("fused_kernels_at_every_size")
+
 # The int8 route on every product, however small, and the float64 fallback.
 INT8 = GemmEngine("cpu", "int8", small_product=0)
 FLOAT64 = GemmEngine("cpu", "float64")

@@ -49,7 +49,7 @@ class DaemonSettings:
     deployments: Path = DEPLOYMENTS
     device: str = "auto"
     gemm_route: str = "auto"
-    gemm_fuse: bool = False
+    gemm_fuse: bool = True
     metrics_port: int = 0
     poll_interval_s: float = 0.5
     confirmations: int = 0

@@ -116,7 +116,7 @@ class Operand:
         return (self._right.shape[0] // self.limbs, self._right.shape[1])
 
     def left_digits(self, fuse: bool = False) -> torch.Tensor:
-        if self._left is None and fuse:
+        if self._left is None and intgemm_fused.worth_it(fuse, self.q.numel(), self.q.device):
             self._left = intgemm_fused.call("split_left", self.q, self.limbs)
         if self._left is None:
             m, k = self.q.shape
@@ -131,7 +131,7 @@ class Operand:
             top = self.limbs - 1
             if self._left is not None:
                 self._right = self._left.permute(1, 0, 2).flip(0).reshape(self.limbs * k, n)
-            elif fuse:
+            elif intgemm_fused.worth_it(fuse, self.q.numel(), self.q.device):
                 self._right = intgemm_fused.call("split_right", self.q, self.limbs).view(
                     self.limbs * k, n)
             else:
@@ -172,7 +172,7 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     runs the elementwise passes as compiled kernels (same bits).
     """
     bits = operand_bits(limbs)
-    fuse = intgemm_fused.worth_it(fuse, x.numel())
+    fuse = intgemm_fused.worth_it(fuse, x.numel(), x.device)
     if amax is None:
         amax = intgemm_fused.call("amax", x, dim) if fuse else x.abs().amax(dim=dim)
     up, down = pow2_scales(amax, bits)
@@ -194,7 +194,7 @@ def quantize_scaled_columns(g: torch.Tensor, rows: torch.Tensor, amax: torch.Ten
                             fuse: bool = False) -> Operand:
     """``g * rows[:, None]`` (``rows``: float32 powers of two) quantised per column with the
     given maxima, as a right operand; fused, the product is never stored."""
-    if not intgemm_fused.worth_it(fuse, g.numel()):
+    if not intgemm_fused.worth_it(fuse, g.numel(), g.device):
         return quantize(torch.mul(g, rows.unsqueeze(1)), 0, limbs, amax)
     bits = operand_bits(limbs)
     up, down = pow2_scales(amax, bits)
@@ -331,7 +331,7 @@ class GemmEngine:
         m, k = left.shape
         n = right.shape[1]
         limbs = left.limbs
-        if (self.fuse and intgemm_fused.worth_it(True, m * n)
+        if (intgemm_fused.worth_it(self.fuse, m * n, self.device)
                 and not self._float64(m, k, n) and right.shape[0] == k
                 and k * limbs <= INT8_K_CHUNK and k << (2 * operand_bits(limbs) + 1) <= _EXACT):
             sums = self._planes(left, right)

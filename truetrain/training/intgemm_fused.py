@@ -8,9 +8,13 @@ integers that float64 holds exactly) up to the one final cast to float32, so a c
 may fuse, reorder or contract them in any way and the bits stay those of the eager route:
 the engine's self-test checks that on each device before the fused kernels are used.
 
-Opt-in (``GemmEngine(fuse=True)``, the daemons' ``--gemm-fuse``): compiling takes seconds
-per kernel and needs a C++ compiler (CPU) or Triton (CUDA). When compiling fails the engine
-logs it once and stays on the eager kernels.
+On by default (``GemmEngine(fuse=True)``; the daemons' ``--no-gemm-fuse`` turns it off),
+for tensors of :data:`MIN_ELEMENTS` or more only: compiling takes seconds per kernel and
+shape, and a compiled kernel's fixed cost per call exceeds what it saves on small tensors.
+The first time a device would run a compiled kernel, :func:`ready` self-tests every one
+there against its eager twin (``gemm_check.fused_kernels_differ``); one that differs, or a
+compiler that is missing (CPU needs a C++ compiler, CUDA Triton), leaves that device on the
+eager kernels for good, with a warning in the log: the same bits, only slower.
 """
 
 from __future__ import annotations
@@ -179,16 +183,42 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 #: Tensors smaller than this run eager even when fused: a compiled kernel's fixed cost per
-#: call (guards, launch) is more than the memory passes it saves on them.
-MIN_ELEMENTS = 1 << 16
+#: call (guards, launch) and its compile per shape are more than the memory passes it saves
+#: on them (the demo models' tensors are all smaller; a d256 layer's 1024 x 256 is not).
+MIN_ELEMENTS = 1 << 18
 
 
 _override = threading.local()
 
 
-def worth_it(fuse: bool, elements: int) -> bool:
-    """Whether to run a compiled kernel on a tensor of ``elements`` (asked to, and large)."""
-    return fuse and elements >= getattr(_override, "min_elements", MIN_ELEMENTS)
+def worth_it(fuse: bool, elements: int, device: torch.device | str = "cpu") -> bool:
+    """Whether to run a compiled kernel on a tensor of ``elements`` on ``device``: asked to,
+    large enough, and the device's compiled kernels passed their self-test."""
+    return fuse and elements >= getattr(_override, "min_elements", MIN_ELEMENTS) and ready(device)
+
+
+_verified: dict[str, str | None] = {}  # device -> None (compiled kernels exact) or the reason not
+_verify_lock = threading.Lock()
+
+
+def ready(device: torch.device | str) -> bool:
+    """Whether ``device`` runs compiled kernels: self-tested on first asking (bit for bit
+    against the eager twins, at every size), the outcome logged and kept for the process."""
+    key = str(torch.device(device))
+    if getattr(_override, "verifying", False):
+        return True
+    if key not in _verified:
+        from .gemm_check import fused_kernels_differ  # the self-test lives with the others
+        with _verify_lock:
+            if key not in _verified:
+                _verified[key] = fused_kernels_differ(key)
+                if _verified[key] is None:
+                    log.info("fused GEMM kernels on %s: exact on every test vector", key,
+                             extra={"gemm_fused": True, "device": key})
+                else:
+                    log.warning("fused GEMM kernels refused on %s (%s): the eager int8 kernels run, "
+                                "same bits", key, _verified[key], extra={"gemm_fused": False, "device": key})
+    return _verified[key] is None
 
 
 @contextlib.contextmanager
@@ -202,10 +232,22 @@ def every_size():
         _override.min_elements = before
 
 
+@contextlib.contextmanager
+def verifying():
+    """In this thread, compiled kernels run at every size without asking :func:`ready`
+    (the self-test that decides it)."""
+    with every_size():
+        _override.verifying = True
+        try:
+            yield
+        finally:
+            _override.verifying = False
+
+
 def run(name: str, fuse: bool, *args):
     """Kernel ``name`` compiled (``fuse``, and the first argument large enough) or eager:
     the same bits either way."""
-    return call(name, *args) if worth_it(fuse, args[0].numel()) else _EAGER[name](*args)
+    return call(name, *args) if worth_it(fuse, args[0].numel(), args[0].device) else _EAGER[name](*args)
 
 
 def call(name: str, *args):
