@@ -14,7 +14,7 @@ from truetrain.training import gemm_check
 from truetrain.training.gemm_check import KernelCheck, self_test
 from truetrain.training.intgemm import (INT8_K_CHUNK, ExactSum, GemmEngine, Operand, check_contraction,
                                         operand_bits, pad_for_cuda, quantize, quantize_scaled_columns,
-                                        split_limbs)
+                                        split_planes)
 
 # the engine's own tests run the compiled kernels on small tensors too
 pytestmark = pytest.mark.usefixtures("fused_kernels_at_every_size")
@@ -35,15 +35,20 @@ def _exact_int(left: Operand, right: Operand) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("limbs", [2, 3])
-def test_splitLimbs_extremesAndRandom_reconstructExactly(limbs):
+def test_splitPlanes_extremesAndRandom_balancedDigitsAndPairSums(limbs):
     bits = operand_bits(limbs)
-    q = torch.cat([torch.tensor([-(2.0 ** bits), 2.0 ** bits - 1, 0.0, -1.0, 127.0, -128.0]),
+    q = torch.cat([torch.tensor([-(2.0 ** bits), 2.0 ** bits - 1, 0.0, -1.0, 63.0, 64.0, -64.0, -65.0]),
                    torch.randint(-(2 ** bits), 2 ** bits, (500,), generator=_gen(1)).float()])
-    d = split_limbs(q.view(2, -1), limbs)
-    assert d.dtype == torch.int8 and d.shape == (limbs, 2, 253)
-    assert int(d[1:].min()) >= 0  # lower digits in [0, 127], the top one signed
-    back = sum(d[i].to(torch.int64) * 128 ** (limbs - 1 - i) for i in range(limbs))
+    d = split_planes(q.view(2, -1), limbs).to(torch.int64)
+    assert d.shape == (limbs * (limbs + 1) // 2, 2, 254)
+    assert int(d[1:limbs].min()) >= -64 and int(d[1:limbs].max()) <= 63  # lower digits balanced
+    assert int(d[0].min()) >= -64 and int(d[0].max()) <= 64  # the top one too, one wider
+    back = sum(d[i] * 128 ** (limbs - 1 - i) for i in range(limbs))
     assert torch.equal(back.view(-1), q.to(torch.int64))
+    pairs = [(i, j) for i in range(limbs) for j in range(i + 1, limbs)]
+    assert all(torch.equal(d[limbs + n], d[i] + d[j]) for n, (i, j) in enumerate(pairs))
+    # the extremes: -2**b is (-64, 0, ...), 2**b - 1 is (64, -1, ...)
+    assert d[0].view(-1)[0] == -64 and d[0].view(-1)[1] == 64 and d[limbs - 1].view(-1)[1] == -1
 
 
 @pytest.mark.parametrize("limbs", [2, 3])
@@ -144,7 +149,7 @@ def test_exactSums_ofSlices_addToTheWhole():
 
 
 def test_operandBits_unknownLimbs_raises():
-    assert operand_bits(2) == 14 and operand_bits(3) == 21
+    assert operand_bits(2) == 13 and operand_bits(3) == 20
     with pytest.raises(ReproducibilityError, match="limbs must be one of"):
         operand_bits(4)
 
@@ -227,7 +232,7 @@ def test_fusedKernels_sameBitsAsEager(limbs):
         left, right = quantize(a, 1, limbs), quantize(b, 0, limbs)
         eager = INT8.matmul(quantize(a, 1, limbs), quantize(b, 0, limbs))
         assert torch.equal(FUSED.matmul(left, right), eager)
-        assert torch.equal(left.left_digits(), split_limbs(left.q, limbs).permute(1, 0, 2))
+        assert torch.equal(left.left_planes(), split_planes(left.q, limbs).permute(1, 0, 2))
     assert self_test("cpu", fuse=True).route == "int8"
 
 
@@ -331,13 +336,13 @@ def _nearest_float32(s: int) -> float:
 
 
 def test_exactSums_pastTwoTo53_slicesEqualWhole_andRoundOnce():
-    """3 limbs, 6,000 rows of near-full-scale products: S passes 2**53. Slices (float64
+    """3 limbs, 16,000 rows of near-full-scale products: S passes 2**53. Slices (float64
     each, exact) add in int64 to the whole's S, and both round S once, to nearest."""
-    k = 6000
+    k = 16000
     gen = _gen(31)
-    left = Operand(torch.randint(2 ** 20, 2 ** 21, (1, k), generator=gen).float(), None, 3)
-    right = Operand(torch.full((k, 1), 2.0 ** 21 - 1), None, 3)
-    exact = sum(int(v) for v in left.q[0].tolist()) * (2 ** 21 - 1)
+    left = Operand(torch.randint(2 ** 19, 2 ** 20, (1, k), generator=gen).float(), None, 3)
+    right = Operand(torch.full((k, 1), 2.0 ** 20 - 1), None, 3)
+    exact = sum(int(v) for v in left.q[0].tolist()) * (2 ** 20 - 1)
     assert exact > 2 ** 53
     whole = INT8.exact_sum(left, right)
     parts = None
@@ -366,7 +371,8 @@ def test_nonFiniteInput_givesNaNRow_onBothRoutes(bad):
 
 
 def test_contractionTooLongForInt64_isRefused():
-    check_contraction(2 ** 30, 2)  # 2 limbs: 2**58 fits
-    with pytest.raises(ReproducibilityError, match="^a sum over 1048576 rows is too long for "
+    check_contraction(2 ** 30, 2)  # 2 limbs: 2**56 fits
+    check_contraction(2 ** 22 - 1, 3)
+    with pytest.raises(ReproducibilityError, match="^a sum over 4194304 rows is too long for "
                                                    "exact 3-limb products"):
-        check_contraction(2 ** 20, 3)
+        check_contraction(2 ** 22, 3)

@@ -132,13 +132,13 @@ def test_limbs_defaultTwo_buildWritesIt_stockRefusesIt():
     assert built.raw["limbs"] == 2 and built.limbs == 2
     with pytest.raises(ManifestError, match="^limbs: only a repro-mode manifest names limbs"):
         load_manifest(dict(VALID, numeric_mode="stock", limbs=2))
-    # 3 limbs: int64 holds sums over fewer than 2**20 rows (batch x feature map)
+    # 3 limbs: int64 holds sums over fewer than 2**22 rows (batch x feature map)
     cnn = {"kind": "cnn", "in_shape": [1, 32, 32], "channels": [4], "kernel": 3, "classes": 10}
-    assert load_manifest(dict(VALID, model=cnn, batch_size=1023, limbs=3)).limbs == 3
-    assert load_manifest(dict(VALID, model=cnn, batch_size=1024, limbs=2)).limbs == 2
-    with pytest.raises(ManifestError, match="^batch_size: 1024 gives sums over 1048576 rows, too many "
+    assert load_manifest(dict(VALID, model=cnn, batch_size=4095, limbs=3)).limbs == 3
+    assert load_manifest(dict(VALID, model=cnn, batch_size=4096, limbs=2)).limbs == 2
+    with pytest.raises(ManifestError, match="^batch_size: 4096 gives sums over 4194304 rows, too many "
                                             "for exact 3-limb products"):
-        load_manifest(dict(VALID, model=cnn, batch_size=1024, limbs=3))
+        load_manifest(dict(VALID, model=cnn, batch_size=4096, limbs=3))
 
 
 def test_load_notJson_raises():

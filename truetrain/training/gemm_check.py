@@ -51,7 +51,8 @@ def _vectors(device: str):
         a = torch.randint(-128, 128, (m, k), generator=gen, dtype=torch.int8)
         b = torch.randint(-128, 128, (k, n), generator=gen, dtype=torch.int8)
         yield a, b
-        yield a.T.contiguous().T, b  # column-major A: how weight gradients read their limbs
+        yield a.T.contiguous().T, b  # column-major A: how weight gradients read their planes
+        yield torch.cat([a, -a], 1)[:, :k], b  # row-major A past K: one plane of (M, P, K)
         # column-major B with a leading dimension past K: how forward products read weights
         yield a, torch.cat([b, -b]).T.contiguous().T[:k]
 
@@ -140,7 +141,7 @@ def _fused_gradient_kernels_differ(g: torch.Tensor, left: Operand, limbs: int) -
     mask = (torch.arange(signed.numel(), device=g.device) % 3 == 0).to(torch.float32).view(signed.shape)
     cases = {"column_maxima": (g, rows), "relu": (signed,), "apply_mask": (mask, signed),
              "quantize_right_scaled": (g, rows, up, float(1 << operand_bits(limbs)), limbs),
-             "scaled_column_sums": (g, up.to(torch.float64))}
+             "scaled_column_sums": (g, up.to(torch.float64)), "planes": (left.q, limbs, 0)}
     logits = torch.cat([g[:, :10] * 40, torch.full_like(g[:, :1], -1e4)], 1)  # exp underflows
     labels = torch.arange(g.shape[0], device=g.device) % 11
     cases["softmax_xent"] = (logits, labels, 100)  # not a power of two: a true division

@@ -2,18 +2,20 @@
 
 Every matrix product of a repro training step is ``A @ B`` where ``A`` (M, K) has been
 quantised per row and ``B`` (K, N) per column (:func:`quantize`) to integers ``q`` with
-``-2**b <= q < 2**b`` (``b = 7 * limbs``: 14 bits for 2 limbs, 21 for 3) and one power-of-two
-scale per row or column. The engine computes the integer sums ``S = qA @ qB`` **exactly**,
-so any blocking, thread count, batch split or device gives the same ``S``, and then
-``float32(float64(S) * scaleA[m] * scaleB[n])``: the scalings are exact, the one rounding
-is IEEE round-to-nearest on every device.
+``-2**b <= q < 2**b`` (``b = 7 * limbs - 1``: 13 bits for 2 limbs, 20 for 3) and one
+power-of-two scale per row or column. The engine computes the integer sums ``S = qA @ qB``
+**exactly**, so any blocking, thread count, batch split or device gives the same ``S``, and
+then ``float32(float64(S) * scaleA[m] * scaleB[n])``: the scalings are exact, the one
+rounding is IEEE round-to-nearest on every device.
 
 Two routes compute the same ``S`` (:class:`GemmEngine`):
 
-* ``int8``: each ``q`` is split into ``limbs`` int8 digits (top digit signed, the others
-  in [0, 127]; ``q = sum d_i 128**(L-1-i)``), the ``limbs**2`` digit products run on
-  ``torch._int_mm`` (int8 x int8 -> int32, exact while ``K * 2**14 < 2**31``: K is split
-  in chunks of 2**16) and are combined in float64 (2 limbs, exact) or int64 (3 limbs).
+* ``int8``: each ``q`` is split into ``limbs`` balanced base-128 digits (each in [-64, 64],
+  so that the sum of two digits is an int8 too), and the products are taken Karatsuba's way:
+  one ``torch._int_mm`` per digit (``A_i B_i``) and one per pair of digits (``(A_i + A_j)
+  (B_i + B_j)``, from which ``A_i B_j + A_j B_i`` follows by subtraction): 3 int8 products
+  for 2 limbs instead of 4, 6 for 3 instead of 9. Each is exact in int32 while ``K * 2**14
+  < 2**31`` (K is split in chunks of 2**16 beyond that); they are combined in int64.
 * ``float64``: the integers as float64 through the ordinary BLAS, exact while
   ``K * 2**(2b) <= 2**53`` (K split in chunks beyond that, summed in int64). This is the
   fallback when the int8 kernel fails its self-test, and serves small products, where
@@ -30,14 +32,15 @@ import torch
 
 from ..errors import ReproducibilityError
 from . import intgemm_fused
+from .intgemm_fused import combine_exact, plane_count, planes_eager
 
 F32, F64, I8, I32, I64 = torch.float32, torch.float64, torch.int8, torch.int32, torch.int64
 
 LIMB_BITS = 7
-#: Limb counts a manifest may name (2: 14-bit operands, 3: 21-bit operands).
+#: Limb counts a manifest may name (2: 13-bit operands, 3: 20-bit operands).
 LIMB_COUNTS = (2, 3)
 DEFAULT_LIMBS = 2
-#: Longest contraction one ``_int_mm`` call sums (limbs side by side count): K * 2**14 < 2**31.
+#: Longest contraction one ``_int_mm`` call sums: K * 2**14 < 2**31 (plane values in [-128, 127]).
 INT8_K_CHUNK = 1 << 16
 #: Products with fewer multiply-adds than this run on the float64 route (same bits).
 SMALL_PRODUCT = 1 << 20
@@ -52,7 +55,7 @@ def operand_bits(limbs: int) -> int:
     """Significant bits of a quantised operand with ``limbs`` int8 limbs."""
     if limbs not in LIMB_COUNTS:
         raise ReproducibilityError(f"limbs must be one of {LIMB_COUNTS}, got {limbs!r}")
-    return LIMB_BITS * limbs
+    return LIMB_BITS * limbs - 1
 
 
 def pow2_scales(amax: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,12 +85,12 @@ class Operand:
     row (a left operand) or per column (a right operand, or None for unit scales);
     ``x ~= q * scale``.
 
-    Its int8 limbs are computed on first use, in the layout each side of a product wants:
-    as a left operand ``(M, L, K)`` (a row's limbs side by side), as a right operand
-    ``(L*K, N)`` with the least significant limb first. An operand used on both sides (the
-    forward's input rows, reused by the weight gradient) makes the second from the first.
-    The fused route quantises straight to the left limbs; ``q`` is then rebuilt from them
-    (exactly) only if a route asks for it.
+    Its int8 planes (:func:`intgemm_fused.planes_stacked`: the digits, then their pair sums)
+    are computed on first use, in the layout each side of a product wants: as a left operand
+    ``(M, P, K)``, as a right operand ``(P*K, N)`` (plane ``p`` in rows ``p*K`` to
+    ``(p+1)*K``). An operand used on both sides (the forward's input rows, reused by the
+    weight gradient) makes the second from the first. The fused route quantises straight to
+    planes; ``q`` is then rebuilt from them (exactly) only if a route asks for it.
     """
 
     __slots__ = ("_q", "scale", "limbs", "_left", "_right")
@@ -95,16 +98,16 @@ class Operand:
     def __init__(self, q: torch.Tensor | None, scale: torch.Tensor | None, limbs: int,
                  left: torch.Tensor | None = None, right: torch.Tensor | None = None):
         if q is None and left is None and right is None:
-            raise ReproducibilityError("an operand needs its integers or its limbs")
+            raise ReproducibilityError("an operand needs its integers or its planes")
         self._q, self.scale, self.limbs, self._left, self._right = q, scale, limbs, left, right
 
     @property
     def q(self) -> torch.Tensor:
         if self._q is None and self._left is not None:
-            self._q = join_limbs(self._left)
+            self._q = join_planes(self._left, self.limbs, 1)
         elif self._q is None:
-            n = self._right.shape[1]
-            self._q = join_limbs(self._right.reshape(self.limbs, -1, n).flip(0).permute(1, 0, 2))
+            planes = self._right.reshape(plane_count(self.limbs), -1, self._right.shape[1])
+            self._q = join_planes(planes, self.limbs, 0)
         return self._q
 
     @property
@@ -113,53 +116,50 @@ class Operand:
             return tuple(self._q.shape)
         if self._left is not None:
             return (self._left.shape[0], self._left.shape[2])
-        return (self._right.shape[0] // self.limbs, self._right.shape[1])
+        return (self._right.shape[0] // plane_count(self.limbs), self._right.shape[1])
 
-    def left_digits(self, fuse: bool = False) -> torch.Tensor:
-        if self._left is None and intgemm_fused.worth_it(fuse, self.q.numel(), self.q.device):
-            self._left = intgemm_fused.call("split_left", self.q, self.limbs)
+    def left_planes(self, fuse: bool = False) -> torch.Tensor:
         if self._left is None:
-            m, k = self.q.shape
-            self._left = torch.empty((m, self.limbs, k), dtype=I8, device=self.q.device)
-            for i, digit in _digits(self.q, self.limbs):
-                self._left[:, i].copy_(digit)
+            q = self.q
+            self._left = intgemm_fused.run("planes", fuse, q, self.limbs, 1)
         return self._left
 
-    def right_digits(self, fuse: bool = False) -> torch.Tensor:
+    def right_planes(self, fuse: bool = False) -> torch.Tensor:
         if self._right is None:
             k, n = self.shape
-            top = self.limbs - 1
+            planes = plane_count(self.limbs)
             if self._left is not None:
-                self._right = self._left.permute(1, 0, 2).flip(0).reshape(self.limbs * k, n)
-            elif intgemm_fused.worth_it(fuse, self.q.numel(), self.q.device):
-                self._right = intgemm_fused.call("split_right", self.q, self.limbs).view(
-                    self.limbs * k, n)
+                self._right = self._left.permute(1, 0, 2).reshape(planes * k, n)
             else:
-                self._right = torch.empty((self.limbs, k, n), dtype=I8, device=self.q.device)
-                for i, digit in _digits(self.q, self.limbs):
-                    self._right[top - i].copy_(digit)
-                self._right = self._right.view(self.limbs * k, n)
+                self._right = intgemm_fused.run("planes", fuse, self.q, self.limbs, 0).view(planes * k, n)
         return self._right
 
     def unscaled(self) -> "Operand":
-        """The same integers with unit scale (shares the limbs)."""
+        """The same integers with unit scale (shares the planes)."""
         return Operand(self._q, None, self.limbs, self._left, self._right)
 
     def transposed(self) -> "Operand":
-        """The transposed integers with unit scale, as a left operand whose limbs are a
-        view of this operand's left limbs: column-major matrices the int8 kernel reads as
+        """The transposed integers with unit scale, as a left operand whose planes are a
+        view of this operand's left planes: column-major matrices the int8 kernel reads as
         they lie, so nothing is copied."""
         left = None if self._left is None else self._left.permute(2, 1, 0)
         q = None if self._q is None else self._q.T
         return Operand(q, None, self.limbs, left)
 
 
-def join_limbs(left: torch.Tensor) -> torch.Tensor:
-    """float32 integers of left limbs ``(M, L, K)`` (most significant first): exact."""
-    q = left[:, 0].to(F32)
-    for i in range(1, left.shape[1]):
-        q = torch.add(left[:, i].to(F32), q, alpha=128.0)
+def join_planes(planes: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
+    """float32 integers of int8 planes stacked along ``dim`` (the digits first, most
+    significant first): exact."""
+    q = planes.select(dim, 0).to(F32)
+    for i in range(1, limbs):
+        q = torch.add(planes.select(dim, i).to(F32), q, alpha=128.0)
     return q
+
+
+def split_planes(q: torch.Tensor, limbs: int) -> torch.Tensor:
+    """int8 planes ``(P, *q.shape)`` of float32 integers (see
+    :func:`intgemm_fused.planes_stacked`)."""
+    return planes_eager(q, limbs, 0)
 
 
 def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = None,
@@ -177,16 +177,17 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
         amax = intgemm_fused.call("amax", x, dim) if fuse else x.abs().amax(dim=dim)
     up, down = pow2_scales(amax, bits)
     up = up.unsqueeze(1) if dim == 1 else up
+    span, planes = float(1 << bits), plane_count(limbs)
     if fuse and dim == 1:
-        return Operand(None, down, limbs, left=intgemm_fused.call("quantize_left", x, up, float(1 << bits), limbs))
+        return Operand(None, down, limbs, left=intgemm_fused.call("quantize_left", x, up, span, limbs))
     if fuse and x.dim() == 2 and not x.is_contiguous() and x.T.is_contiguous():
-        # x = w.T (a weight in the forward): quantise w's rows, least significant limb
-        # first, and read the right operand as their column-major transpose (no copy)
-        rows = intgemm_fused.call("quantize_left_lsf", x.T, up.unsqueeze(1), float(1 << bits), limbs)
-        return Operand(None, down, limbs, right=rows.view(x.shape[1], limbs * x.shape[0]).T)
+        # x = w.T (a weight in the forward): quantise w's rows to left planes and read the
+        # right operand as their column-major transpose (no copy)
+        rows = intgemm_fused.call("quantize_left", x.T, up.unsqueeze(1), span, limbs)
+        return Operand(None, down, limbs, right=rows.view(x.shape[1], planes * x.shape[0]).T)
     if fuse:
-        right = intgemm_fused.call("quantize_right", x, up, float(1 << bits), limbs)
-        return Operand(None, down, limbs, right=right.view(limbs * x.shape[0], x.shape[1]))
+        right = intgemm_fused.call("quantize_right", x, up, span, limbs)
+        return Operand(None, down, limbs, right=right.view(planes * x.shape[0], x.shape[1]))
     return Operand(_quantize_with(x, up, bits), down, limbs)
 
 
@@ -199,26 +200,7 @@ def quantize_scaled_columns(g: torch.Tensor, rows: torch.Tensor, amax: torch.Ten
     bits = operand_bits(limbs)
     up, down = pow2_scales(amax, bits)
     right = intgemm_fused.call("quantize_right_scaled", g, rows, up, float(1 << bits), limbs)
-    return Operand(None, down, limbs, right=right.view(limbs * g.shape[0], g.shape[1]))
-
-
-def _digits(q: torch.Tensor, limbs: int):
-    """``(i, d_i)`` for float32 integers ``-2**(7L) <= q < 2**(7L)``: ``q = sum_i d_i *
-    128**(L-1-i)``, ``d_0`` in [-128, 127], the others in [0, 127]. Exact float ops."""
-    rest = q
-    for i in range(limbs - 1, 0, -1):
-        high = torch.mul(rest, 1.0 / 128).floor_()
-        yield i, torch.sub(rest, high, alpha=128)
-        rest = high
-    yield 0, rest
-
-
-def split_limbs(q: torch.Tensor, limbs: int) -> torch.Tensor:
-    """int8 limbs ``(L, *q.shape)`` of float32 integers, most significant first."""
-    out = torch.empty((limbs,) + tuple(q.shape), dtype=I8, device=q.device)
-    for i, digit in _digits(q, limbs):
-        out[i].copy_(digit)
-    return out
+    return Operand(None, down, limbs, right=right.view(plane_count(limbs) * g.shape[0], g.shape[1]))
 
 
 def pad_for_cuda(a: torch.Tensor, b: torch.Tensor):
@@ -273,56 +255,29 @@ class GemmEngine:
         return self.route == "float64" or m * k * n < self.small_product
 
     def _planes(self, left: Operand, right: Operand) -> list[torch.Tensor]:
-        """Digit products grouped by weight ``d = i + j``: for each ``d`` one int8 call
-        sums every ``A_i B_j`` at once (the A limbs side by side against the matching B
-        limbs stacked in K); int32, or int64 when K had to be split."""
-        limbs = left.limbs
-        a, r = left.left_digits(self.fuse), right.right_digits(self.fuse)
-        m, _, k = a.shape
-        top = limbs - 1
-        if k * limbs <= INT8_K_CHUNK and not a.is_contiguous():
-            # a transposed operand's limbs (a view, column-major): the kernel takes each as
-            # it lies, one call per limb pair, added in int32 (|sum| <= L * K * 2**14 < 2**31)
-            sums = []
-            for d in range(2 * limbs - 1):
-                acc = None
-                for i in range(max(0, d - top), min(d, top) + 1):
-                    b0 = (top - d + i) * k
-                    part = self.kernel(a[:, i], r[b0:b0 + k])
-                    acc = part if acc is None else acc.add_(part)
-                sums.append(acc)
-        elif k * limbs <= INT8_K_CHUNK:
-            flat = a.view(m, limbs * k)
-            sums = []
-            for d in range(2 * limbs - 1):
-                i0, i1 = max(0, d - top), min(d, top)
-                b0 = top - d + i0  # block of B_{d-i0}; blocks run B_top .. B_0
-                sums.append(self.kernel(flat[:, i0 * k:(i1 + 1) * k],
-                                        r[b0 * k:(b0 + i1 - i0 + 1) * k]))
-        else:  # K too long for one int32 sum: chunks, added in int64
-            sums = [None] * (2 * limbs - 1)
+        """One int8 product per plane (:func:`intgemm_fused.combine_exact` puts them
+        together): int32, or int64 when K had to be split. A transposed operand's planes
+        are column-major views; the kernel takes them as they lie."""
+        a, r = left.left_planes(self.fuse), right.right_planes(self.fuse)
+        planes, k = a.shape[1], a.shape[2]
+        if k <= INT8_K_CHUNK:
+            return [self.kernel(a[:, p], r[p * k:(p + 1) * k]) for p in range(planes)]
+        sums = []
+        for p in range(planes):  # K too long for one int32 sum: chunks, added in int64
+            total = None
             for lo in range(0, k, INT8_K_CHUNK):
                 hi = min(k, lo + INT8_K_CHUNK)
-                for i in range(limbs):
-                    for j in range(limbs):
-                        b0 = (top - j) * k
-                        part = self.kernel(a[:, i, lo:hi], r[b0 + lo:b0 + hi]).to(I64)
-                        sums[i + j] = part if sums[i + j] is None else sums[i + j].add_(part)
+                part = self.kernel(a[:, p, lo:hi], r[p * k + lo:p * k + hi]).to(I64)
+                total = part if total is None else total.add_(part)
+            sums.append(total)
         return sums
 
     @staticmethod
     def _combine(sums: list[torch.Tensor], k: int, limbs: int) -> "ExactSum":
-        bits = operand_bits(limbs)
-        # float64 holds the Horner sum exactly (partial sums included, one bit spare)
-        # while K * 2**(2b+1) <= 2**53; it carries S * 128**-(2L-2).
-        if k << (2 * bits + 1) <= _EXACT:
-            acc = sums[0].to(F64)
-            for d in range(1, 2 * limbs - 1):
-                acc.add_(sums[d], alpha=128.0 ** -d)
-            return ExactSum(acc, LIMB_BITS * (2 * limbs - 2))
-        acc = sums[0].to(I64)
-        for d in range(1, 2 * limbs - 1):
-            acc.mul_(128).add_(sums[d])
+        """``S`` in int64, as float64 when every figure fits 53 bits (|S| <= K * 2**(2b))."""
+        acc = combine_exact(sums)
+        if (k << (2 * operand_bits(limbs))) < _EXACT:
+            return ExactSum(acc.to(F64), 0)
         return ExactSum(acc, 0)
 
     def matmul(self, left: Operand, right: Operand, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -333,7 +288,7 @@ class GemmEngine:
         limbs = left.limbs
         if (intgemm_fused.worth_it(self.fuse, m * n, self.device)
                 and not self._float64(m, k, n) and right.shape[0] == k
-                and k * limbs <= INT8_K_CHUNK and k << (2 * operand_bits(limbs) + 1) <= _EXACT):
+                and k <= INT8_K_CHUNK and (k << (2 * operand_bits(limbs))) < _EXACT):
             sums = self._planes(left, right)
             rows = _scale64(left.scale, m, sums[0].device, 1.0)
             cols = _scale64(right.scale, n, sums[0].device, 1.0)

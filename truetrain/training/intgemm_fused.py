@@ -45,32 +45,75 @@ def _amax(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.abs().amax(dim=dim)
 
 
-def _digits_stacked(q: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
-    """int8 limbs of float32 integers, stacked along ``dim`` (most significant first)."""
-    parts = []
+def digit_pairs(limbs: int) -> list[tuple[int, int]]:
+    """The digit pairs ``(i, j)``, ``i < j``, whose sums are planes after the digits."""
+    return [(i, j) for i in range(limbs) for j in range(i + 1, limbs)]
+
+
+def plane_count(limbs: int) -> int:
+    """Planes per operand, one int8 product each: the digits and their pair sums."""
+    return limbs * (limbs + 1) // 2
+
+
+def planes_stacked(q: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
+    """int8 planes of float32 integers ``-2**(7L-1) <= q < 2**(7L-1)``, stacked along
+    ``dim``: first the ``L`` balanced base-128 digits, most significant first (``q = sum
+    d_i 128**(L-1-i)``; lower digits in [-64, 63], the top one in [-64, 64]), then the sum
+    of each pair of digits (:func:`digit_pairs`; in [-128, 127]). Exact float ops."""
+    digits = []
     rest = q
     for _ in range(limbs - 1):
-        high = torch.floor(rest * (1.0 / 128))
-        parts.append(rest - high * 128.0)
+        high = torch.floor((rest + 64.0) * (1.0 / 128))
+        digits.append(rest - high * 128.0)
         rest = high
-    parts.append(rest)
-    return torch.stack(parts[::-1], dim=dim).to(I8)
+    digits.append(rest)
+    digits.reverse()
+    sums = [digits[i] + digits[j] for i, j in digit_pairs(limbs)]
+    return torch.stack(digits + sums, dim=dim).to(I8)
 
 
-def _quantize_left(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
-    """Left limbs (M, L, K) of round(x * up) clamped to [-span, span - 1], in one pass."""
-    return _digits_stacked(_quantize(x, up, span), limbs, 1)
+def planes_eager(q: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
+    """:func:`planes_stacked` as eager ops writing each plane into its place (no stacked
+    float32 copy): the same int8 values."""
+    count = plane_count(limbs)
+    out = torch.empty(q.shape[:dim] + (count,) + q.shape[dim:], dtype=I8, device=q.device)
+    digits = [None] * limbs
+    rest = q
+    for i in range(limbs - 1, 0, -1):
+        high = torch.add(rest, 64.0).mul_(1.0 / 128).floor_()
+        digits[i] = torch.sub(rest, high, alpha=128.0)
+        rest = high
+    digits[0] = rest
+    for p, plane in enumerate(digits + [torch.add(digits[i], digits[j]) for i, j in digit_pairs(limbs)]):
+        out.select(dim, p).copy_(plane)
+    return out
 
 
-def _quantize_left_lsf(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
-    """Like :func:`_quantize_left` with the least significant limb first: (M, L, K) whose
-    (M, L*K) transpose is the right-operand layout of ``x.T``, read in place."""
-    return _digits_stacked(_quantize(x, up, span), limbs, 1).flip(1)
+def combine_exact(sums: list[torch.Tensor]) -> torch.Tensor:
+    """int64 ``S`` from the plane products (Karatsuba): ``P_i = A_i B_i`` for each digit and
+    ``M_ij = (A_i + A_j)(B_i + B_j)`` for each pair, so ``A_i B_j + A_j B_i = M_ij - P_i - P_j``
+    and ``S = sum_i P_i 128**(2T-2i) + sum_ij (M_ij - P_i - P_j) 128**(2T-i-j)``, T = L - 1."""
+    limbs = {3: 2, 6: 3}[len(sums)]
+    top = 2 * limbs - 2
+    p = [s.to(I64) for s in sums[:limbs]]
+    acc = p[0] * (1 << (7 * top))
+    for i in range(1, limbs):
+        acc = acc + p[i] * (1 << (7 * (top - 2 * i)))
+    for (i, j), m in zip(digit_pairs(limbs), sums[limbs:]):
+        acc = acc + (m.to(I64) - p[i] - p[j]) * (1 << (7 * (top - i - j)))
+    return acc
 
 
-def _quantize_right(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int) -> torch.Tensor:
-    """Right limbs (L, K, N), least significant first, of round(x * up) clamped, in one pass."""
-    return _digits_stacked(_quantize(x, up, span), limbs, 0).flip(0)
+def _quantize_left(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int,
+                   planes=planes_eager) -> torch.Tensor:
+    """Left planes (M, P, K) of round(x * up) clamped to [-span, span - 1] (compiled: one pass)."""
+    return planes(_quantize(x, up, span), limbs, 1)
+
+
+def _quantize_right(x: torch.Tensor, up: torch.Tensor, span: float, limbs: int,
+                    planes=planes_eager) -> torch.Tensor:
+    """Right planes (P, K, N) of round(x * up) clamped (compiled: one pass)."""
+    return planes(_quantize(x, up, span), limbs, 0)
 
 
 def _combine_bias(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor,
@@ -80,9 +123,9 @@ def _combine_bias(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tens
 
 
 def _quantize_right_scaled(g: torch.Tensor, rows: torch.Tensor, up: torch.Tensor, span: float,
-                           limbs: int) -> torch.Tensor:
-    """Right limbs of ``g * rows[:, None]`` quantised per column (rows: powers of two)."""
-    return _quantize_right(g * rows.unsqueeze(1), up, span, limbs)
+                           limbs: int, planes=planes_eager) -> torch.Tensor:
+    """Right planes of ``g * rows[:, None]`` quantised per column (rows: powers of two)."""
+    return _quantize_right(g * rows.unsqueeze(1), up, span, limbs, planes)
 
 
 def _column_maxima(g: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,39 +165,28 @@ def _relu_selects(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _apply_mask_selects(mask, h), mask
 
 
-def _split_left(q: torch.Tensor, limbs: int) -> torch.Tensor:
-    """(M, K) -> (M, L, K)."""
-    return _digits_stacked(q, limbs, 1)
-
-
-def _split_right(q: torch.Tensor, limbs: int) -> torch.Tensor:
-    """(K, N) -> (L, K, N), least significant limb first."""
-    return _digits_stacked(q, limbs, 0).flip(0)
-
-
 def _combine(sums: list[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """float32(S * rows[:, None] * cols[None, :]) with ``S = sum_d 128**(D-d) * sums[d]``
-    summed in int64 (exact) and held exactly by float64 (the caller checks |S| < 2**53):
-    exact until the cast. Integer shifts keep the loop at half the float64 work."""
-    top = len(sums) - 1
-    acc = sums[0].to(I64) << (7 * top)
-    for d in range(1, len(sums)):
-        acc = acc + (sums[d].to(I64) << (7 * (top - d)))
-    return (acc.to(F64) * rows.unsqueeze(1) * cols).to(F32)
+    """float32(S * rows[:, None] * cols[None, :]) with ``S`` from :func:`combine_exact`
+    (int64, exact) held exactly by float64 (the caller checks |S| < 2**53): exact until the
+    cast."""
+    return (combine_exact(sums).to(F64) * rows.unsqueeze(1) * cols).to(F32)
 
 
-_EAGER = {"quantize": _quantize, "quantize_left": _quantize_left, "quantize_left_lsf": _quantize_left_lsf, "quantize_right": _quantize_right,
+_EAGER = {"quantize_left": _quantize_left, "quantize_right": _quantize_right,
           "quantize_right_scaled": _quantize_right_scaled, "column_maxima": _column_maxima,
-          "scaled_column_sums": _scaled_column_sums,
-          "amax": _amax, "split_left": _split_left, "relu": _relu, "apply_mask": _apply_mask,
-          "split_right": _split_right, "combine": _combine, "combine_bias": _combine_bias,
+          "scaled_column_sums": _scaled_column_sums, "amax": _amax, "planes": planes_eager,
+          "relu": _relu, "apply_mask": _apply_mask, "combine": _combine, "combine_bias": _combine_bias,
           # rounding ops (float64 +, -, *, /, round): compiled only because the self-test
           # checks its bits on the device against the eager ops (no contraction, no reassociation)
           "softmax_xent": softmax_xent}
 
 
 #: Kernels compiled from another formulation than their eager twin (same bits, self-tested).
-_COMPILED_FROM = {"relu": _relu_selects, "apply_mask": _apply_mask_selects}
+_COMPILED_FROM = {
+    "relu": _relu_selects, "apply_mask": _apply_mask_selects, "planes": planes_stacked,
+    "quantize_left": lambda *a: _quantize_left(*a, planes=planes_stacked),
+    "quantize_right": lambda *a: _quantize_right(*a, planes=planes_stacked),
+    "quantize_right_scaled": lambda *a: _quantize_right_scaled(*a, planes=planes_stacked)}
 
 
 def kernel(name: str):
