@@ -65,7 +65,7 @@ demo: compile ## Run the main job end to end: devnet up, 3 worker + 1 verifier d
 gas: compile ## Print the gas table (bench/gas.py)
 	$(PY) bench/gas.py
 
-bench-repro: setup ## Print stock vs repro (float64 route, int8 engine at 2 and 3 limbs, fused) per GEMM, per step, per run (bench/repro.py)
+bench-repro: setup ## Print stock vs repro (float64 route, int8 engine at 2 and 3 limbs, eager) per GEMM, per step, per run, memory (bench/repro.py)
 	$(PY) bench/repro.py
 
 economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~20 min)

@@ -2,7 +2,8 @@
 whole training runs and peak memory.
 
 Modes: stock float32; repro on the float64 route (the fallback); repro on the int8 engine
-at 2 and 3 limbs (every product on the int8 kernel, however small). Times are the best of
+at 2 and 3 limbs as a worker runs it (large tensors' elementwise steps compiled), and at 2
+limbs with everything eager (``--no-gemm-fuse``). Times are the best of
 several blocks, the modes alternating block by block so that load from other processes
 hits them alike; ratios are repro over stock. Run: ``make bench-repro``.
 """

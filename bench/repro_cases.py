@@ -1,9 +1,9 @@
 """What bench/repro.py measures: GEMM shapes, training-step cases, the numeric modes.
 
 A *mode* is stock float32 PyTorch or repro on one GEMM engine: the float64 route (the
-fallback) or the int8 kernel at 2 or 3 limbs (products under 2**20 multiply-adds on the
-float64 route, as a CPU worker runs them), eager or with its elementwise steps compiled
-(``fuse``).
+fallback) or the int8 kernel at 2 or 3 limbs (products under 2**25 multiply-adds on the
+float64 route, as a CPU worker runs them), with its elementwise steps on large tensors
+compiled (``fuse``, what a worker runs by default) or eager (``--no-gemm-fuse``).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class Mode:
 
 
 MODES = (Mode("stock fp32", "stock"), Mode("f64 route", "repro", 2, "float64"),
-         Mode("int8 L=2", "repro", 2, "int8"), Mode("int8 L=3", "repro", 3, "int8"),
-         Mode("L=2 fused", "repro", 2, "int8", True))
+         Mode("int8 L=2", "repro", 2, "int8", True), Mode("int8 L=3", "repro", 3, "int8", True),
+         Mode("L=2 eager", "repro", 2, "int8"))
 
 #: (label, M, K, N): forward products of the demo models and transformer-sized products
 #: (tokens = batch x sequence, d_model 256 and 512), with the backward shapes of each.

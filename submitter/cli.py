@@ -70,7 +70,7 @@ def job() -> None:
 @click.option("--numeric-mode", type=click.Choice(["repro", "stock"]), default="repro", show_default=True,
               help="repro: bit-exact, auditable training; stock: plain torch.")
 @click.option("--limbs", type=click.IntRange(2, 3),
-              help="Repro mode: int8 limbs per GEMM operand, 2 (14-bit operands) or 3 (21-bit)  [default: 2]")
+              help="Repro mode: int8 limbs per GEMM operand, 2 (13-bit operands) or 3 (20-bit)  [default: 2]")
 @click.option("--reward", "reward_wei", type=TokenAmountType(), default=_tokens(DEFAULT_TERMS.reward_per_task),
               show_default=True,
               help="TRAIN paid per task.")

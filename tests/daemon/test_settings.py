@@ -37,6 +37,11 @@ def test_load_settings_booleanAndPathFromEnvironment(tmp_path):
     assert settings.state_path("0xABC") == tmp_path
 
 
+def test_load_settings_gemmFuse_onByDefault_offFromEnvironment():
+    assert load_settings("worker", {"account_index": 2}, environ={}).gemm_fuse is True
+    assert load_settings("worker", {"account_index": 2}, environ={"TRUETRAIN_GEMM_FUSE": "no"}).gemm_fuse is False
+
+
 def test_state_path_defaultsToOneFolderPerRoleAndAddress():
     settings = load_settings("worker", {"account_index": 2}, environ={})
     assert settings.state_path("0xAbC").name == "worker-0xabc"
