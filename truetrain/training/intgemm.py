@@ -31,7 +31,7 @@ import math
 import torch
 
 from ..errors import ReproducibilityError
-from . import intgemm_fused
+from . import intgemm_fused, native
 from .intgemm_fused import combine_exact, plane_count, planes_eager
 
 F32, F64, I8, I32, I64 = torch.float32, torch.float64, torch.int8, torch.int32, torch.int64
@@ -95,17 +95,26 @@ class Operand:
     planes; ``q`` is then rebuilt from them (exactly) only if a route asks for it.
     """
 
-    __slots__ = ("_q", "scale", "limbs", "_left", "_right")
+    __slots__ = ("_q", "scale", "limbs", "_left", "_right", "_q64")
 
     def __init__(self, q: torch.Tensor | None, scale: torch.Tensor | None, limbs: int,
-                 left: torch.Tensor | None = None, right: torch.Tensor | None = None):
-        if q is None and left is None and right is None:
+                 left: torch.Tensor | None = None, right: torch.Tensor | None = None,
+                 q64: torch.Tensor | None = None):
+        if q is None and q64 is None and left is None and right is None:
             raise ReproducibilityError("an operand needs its integers or its planes")
         self._q, self.scale, self.limbs, self._left, self._right = q, scale, limbs, left, right
+        self._q64 = q64
+
+    @property
+    def q64(self) -> torch.Tensor:
+        """The integers as float64 (kept when quantising made them, else converted anew)."""
+        return self._q64 if self._q64 is not None else self.q.to(F64)
 
     @property
     def q(self) -> torch.Tensor:
-        if self._q is None and self._left is not None:
+        if self._q is None and self._q64 is not None:
+            self._q = self._q64.to(F32)
+        elif self._q is None and self._left is not None:
             self._q = join_planes(self._left, self.limbs, 1)
         elif self._q is None:
             planes = self._right.reshape(plane_count(self.limbs), -1, self._right.shape[1])
@@ -116,6 +125,8 @@ class Operand:
     def shape(self) -> tuple[int, int]:
         if self._q is not None:
             return tuple(self._q.shape)
+        if self._q64 is not None:
+            return tuple(self._q64.shape)
         if self._left is not None:
             return (self._left.shape[0], self._left.shape[2])
         return (self._right.shape[0] // plane_count(self.limbs), self._right.shape[1])
@@ -138,7 +149,7 @@ class Operand:
 
     def unscaled(self) -> "Operand":
         """The same integers with unit scale (shares the planes)."""
-        return Operand(self._q, None, self.limbs, self._left, self._right)
+        return Operand(self._q, None, self.limbs, self._left, self._right, self._q64)
 
     def transposed(self) -> "Operand":
         """The transposed integers with unit scale, as a left operand whose planes are a
@@ -146,7 +157,8 @@ class Operand:
         they lie, so nothing is copied."""
         left = None if self._left is None else self._left.permute(2, 1, 0)
         q = None if self._q is None else self._q.T
-        return Operand(q, None, self.limbs, left)
+        q64 = None if self._q64 is None else self._q64.T
+        return Operand(q, None, self.limbs, left, q64=q64)
 
 
 def join_planes(planes: torch.Tensor, limbs: int, dim: int) -> torch.Tensor:
@@ -174,6 +186,9 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     runs the elementwise passes as compiled kernels (same bits).
     """
     bits = operand_bits(limbs)
+    if fuse and not intgemm_fused.worth_it(fuse, x.numel(), x.device) and native.usable(x):
+        q, down, q64 = native.quantize(x, dim, bits, amax)  # small: one C call
+        return Operand(q, down, limbs, q64=q64)
     fuse = intgemm_fused.worth_it(fuse, x.numel(), x.device)
     if amax is None:
         amax = intgemm_fused.call("amax", x, dim) if fuse else x.abs().amax(dim=dim)
@@ -198,7 +213,7 @@ def quantize_scaled_columns(g: torch.Tensor, rows: torch.Tensor, amax: torch.Ten
     """``g * rows[:, None]`` (``rows``: float32 powers of two) quantised per column with the
     given maxima, as a right operand; fused, the product is never stored."""
     if not intgemm_fused.worth_it(fuse, g.numel(), g.device):
-        return quantize(torch.mul(g, rows.unsqueeze(1)), 0, limbs, amax)
+        return quantize(torch.mul(g, rows.unsqueeze(1)), 0, limbs, amax, fuse)
     bits = operand_bits(limbs)
     up, down = pow2_scales(amax, bits)
     right = intgemm_fused.call("quantize_right_scaled", g, rows, up, float(1 << bits), limbs)
@@ -250,7 +265,7 @@ class GemmEngine:
             raise ReproducibilityError(f"shapes {left.shape} @ {right.shape}")
         check_contraction(k, left.limbs)
         if self._float64(m, k, n):
-            return _float64_sum(left.q, right.q, left.limbs)
+            return _float64_sum(left.q64, right.q64, left.limbs)
         return self._combine(self._planes(left, right), k, left.limbs)
 
     def _float64(self, m: int, k: int, n: int) -> bool:
@@ -297,7 +312,7 @@ class GemmEngine:
             if bias is None:
                 return intgemm_fused.call("combine", sums, rows, cols)
             return intgemm_fused.call("combine_bias", sums, rows, cols, bias)
-        out = self.exact_sum(left, right).finish(left.scale, right.scale)
+        out = self.exact_sum(left, right).finish(left.scale, right.scale, self.fuse)
         return out if bias is None else out + bias
 
 
@@ -320,11 +335,10 @@ def check_contraction(k: int, limbs: int) -> None:
             f"{max_contraction(limbs)}); use fewer limbs or a smaller batch")
 
 
-def _float64_sum(a: torch.Tensor, b: torch.Tensor, limbs: int) -> "ExactSum":
-    """The integers as float64 through the BLAS: exact in chunks of K (int64 between)."""
-    k = a.shape[1]
+def _float64_sum(a64: torch.Tensor, b64: torch.Tensor, limbs: int) -> "ExactSum":
+    """The integers (as float64) through the BLAS: exact in chunks of K (int64 between)."""
+    k = a64.shape[1]
     chunk = max(1, _EXACT >> (2 * operand_bits(limbs)))
-    a64, b64 = a.to(F64), b.to(F64)
     if k <= chunk:  # +0.0: a zero sum is +0.0 whatever sign the BLAS gives it
         return ExactSum(torch.mm(a64, b64).add_(0.0), 0)
     total = None
@@ -358,11 +372,16 @@ class ExactSum:
         self.value, self.shift = self.exact().add(other.exact()), 0
         return self
 
-    def finish(self, row_scale: torch.Tensor | None, col_scale: torch.Tensor | None):
+    def finish(self, row_scale: torch.Tensor | None, col_scale: torch.Tensor | None, fuse: bool = False):
         """float32 ``S * row_scale[:, None] * col_scale[None, :]``: the scalings are exact
         in float64 and the cast to float32 is the one rounding. An int64 ``S`` beyond 2**53
         first becomes float64 rounded to odd (exact, or the odd neighbour), so that the
-        cast still rounds ``S`` itself to nearest (53 >= 24 + 2 bits)."""
+        cast still rounds ``S`` itself to nearest (53 >= 24 + 2 bits). ``fuse``: one C call
+        for a small CPU sum (:mod:`native`), the same bits."""
+        v = self.value
+        if (fuse and v.dtype == F64 and v.device.type == "cpu" and v.is_contiguous()
+                and not intgemm_fused.worth_it(fuse, v.numel(), v.device) and native.ready()):
+            return native.finish(self.value, row_scale, 2.0 ** self.shift, col_scale)
         s = _to_float64_odd(self.value) if self.value.dtype == I64 else self.value
         s = torch.mul(s, _scale64(row_scale, s.shape[0], s.device, 2.0 ** self.shift).unsqueeze(1))
         out = torch.empty(s.shape, dtype=F32, device=s.device)

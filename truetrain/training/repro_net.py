@@ -26,8 +26,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import intgemm_fused
-from .intgemm import DEFAULT_LIMBS, ExactSum, GemmEngine, check_contraction, quantize, quantize_scaled_columns
+from . import intgemm_fused, native
+from .intgemm import (DEFAULT_LIMBS, ExactSum, GemmEngine, Operand, check_contraction, quantize,
+                      quantize_scaled_columns)
+from .intgemm import operand_bits as limb_bits
 from .models import ModelSpec
 from .repro_ops import F32, first_max_mask, operand_bits, power_scales
 
@@ -72,6 +74,14 @@ def _unpool(g: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     b, h2, w2, c = g.shape
     gv = _apply(mask, g.unsqueeze(-1))
     return gv.view(b, h2, w2, c, 2, 2).permute(0, 1, 4, 2, 5, 3).reshape(b, 2 * h2, 2 * w2, c)
+
+
+def _softmax_xent(logits: torch.Tensor, y: torch.Tensor, rows: int, fuse: bool):
+    """Softmax cross-entropy: compiled on large logits, one C call on small CPU ones, else
+    the eager float64 ops (the same bits every way)."""
+    if fuse and not intgemm_fused.worth_it(fuse, logits.numel(), logits.device) and native.usable(logits):
+        return native.softmax_xent(logits, y, rows)
+    return intgemm_fused.run("softmax_xent", fuse, logits, y, rows)
 
 
 def _relu(h: torch.Tensor, fuse: bool = False):
@@ -193,14 +203,14 @@ class ReproNet:
             for lo, hi in slices:
                 tape = []
                 logits = self.forward(params, x[lo:hi], wq, tape)
-                g = intgemm_fused.run("softmax_xent", self.engine.fuse, logits, y[lo:hi], rows)[0]
+                g = _softmax_xent(logits, y[lo:hi], rows, self.engine.fuse)[0]
                 self._backward(tape, g, wq, sums.observe)
         visit = sums.both if len(slices) == 1 else sums.add
         sumexps, targets = [], []
         for lo, hi in slices:  # pass 2: exact integer sums
             tape = []
             logits = self.forward(params, x[lo:hi], wq, tape)
-            g, sumexp, target = intgemm_fused.run("softmax_xent", self.engine.fuse, logits, y[lo:hi], rows)
+            g, sumexp, target = _softmax_xent(logits, y[lo:hi], rows, self.engine.fuse)
             self._backward(tape, g, wq, visit)
             sumexps.append(sumexp)
             targets.append(target)
@@ -231,7 +241,15 @@ class _GradSums:
         self.max_gp[name], self.max_g[name] = mgp, mg
 
     def both(self, layer, g):
-        """One-slice batch: maxima and sums in one go."""
+        """One-slice batch: maxima and sums in one go (one C call for small CPU tensors)."""
+        fuse = self.engine.fuse
+        if fuse and not intgemm_fused.worth_it(fuse, g.numel(), g.device) and native.usable(g):
+            name = layer.name
+            q64, down, sb, down_b = native.grad_columns(g, layer.qa.scale, limb_bits(self.limbs),
+                                                        operand_bits(self.rows[name], 0))
+            right = Operand(None, down, self.limbs, q64=q64)
+            self.sums[name] = [self.engine.matmul(layer.qa.transposed(), right), sb, down, down_b]
+            return
         self.observe(layer, g)
         self.add(layer, g, whole=True)
 
@@ -257,7 +275,7 @@ class _GradSums:
         for name, (sw, sb, scale_w, scale_b) in self.sums.items():
             shape = params[name + ".weight"].shape
             if isinstance(sw, ExactSum):
-                sw = sw.finish(None, scale_w)
+                sw = sw.finish(None, scale_w, self.engine.fuse)
             grads[name + ".weight"] = sw.T.contiguous().view(shape)
             grads[name + ".bias"] = sb.mul_(scale_b).to(F32)
         return grads
