@@ -190,3 +190,79 @@ int tt_grad_columns(const float *g, int64_t rows, int64_t cols, const float *sa,
             q64[i * cols + j] = (double)quantize_one(g[i * cols + j] * sa[i], mgp[j], lo, hi);
     return 0;
 }
+
+/* ReproNet._im2col on a contiguous (b, h, w, c) float32 map: patches (b*h*w, c*k*k) in
+ * Conv2d's feature order (c, kh, kw), zero ('same') padding. Data movement only. */
+void tt_im2col(const float *a, int64_t b, int64_t h, int64_t w, int64_t c, int64_t k, float *out) {
+    const int64_t p = k / 2, kk = k * k;
+    for (int64_t n = 0; n < b; n++)
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++) {
+                float *row = out + ((n * h + y) * w + x) * c * kk;
+                for (int64_t ch = 0; ch < c; ch++)
+                    for (int64_t i = 0; i < k; i++)
+                        for (int64_t j = 0; j < k; j++) {
+                            int64_t yy = y + i - p, xx = x + j - p;
+                            row[ch * kk + i * k + j] = (yy >= 0 && yy < h && xx >= 0 && xx < w)
+                                ? a[((n * h + yy) * w + xx) * c + ch] : 0.0f;
+                        }
+            }
+}
+
+/* ReproNet._col2im: the adjoint, each output the sum from +0.0 of its patch gradients in
+ * the eager route's order (kernel offset i, then j). out is (b, h, w, c), contiguous. */
+void tt_col2im(const float *d, int64_t b, int64_t h, int64_t w, int64_t c, int64_t k, float *out) {
+    const int64_t p = k / 2, kk = k * k;
+    for (int64_t n = 0; n < b; n++)
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++)
+                for (int64_t ch = 0; ch < c; ch++) {
+                    float acc = 0.0f;
+                    for (int64_t i = 0; i < k; i++)
+                        for (int64_t j = 0; j < k; j++) {
+                            int64_t yy = y + p - i, xx = x + p - j;
+                            if (yy >= 0 && yy < h && xx >= 0 && xx < w)
+                                acc += d[(((n * h + yy) * w + xx) * c + ch) * kk + i * k + j];
+                        }
+                    out[((n * h + y) * w + x) * c + ch] = acc;
+                }
+}
+
+/* ReproNet._pool: 2x2 max pooling of a (b, h, w, c) map (h, w even) with NaN propagating,
+ * and the float32 0/1 mask (b, h/2, w/2, c, 4) of the first maximal position (dh*2 + dw). */
+void tt_pool(const float *a, int64_t b, int64_t h, int64_t w, int64_t c, float *out, float *mask) {
+    const int64_t h2 = h / 2, w2 = w / 2;
+    for (int64_t n = 0; n < b; n++)
+        for (int64_t y = 0; y < h2; y++)
+            for (int64_t x = 0; x < w2; x++)
+                for (int64_t ch = 0; ch < c; ch++) {
+                    float v[4];
+                    for (int t = 0; t < 4; t++)
+                        v[t] = a[((n * h + 2 * y + t / 2) * w + 2 * x + t % 2) * c + ch];
+                    float m = v[0];
+                    for (int t = 1; t < 4; t++)
+                        if (m == m && (v[t] != v[t] || v[t] > m)) m = v[t];
+                    int64_t o = ((n * h2 + y) * w2 + x) * c + ch;
+                    out[o] = m;
+                    int found = 0;
+                    for (int t = 0; t < 4; t++) {
+                        int hit = !found && v[t] == m;
+                        mask[o * 4 + t] = hit ? 1.0f : 0.0f;
+                        found |= hit;
+                    }
+                }
+}
+
+/* ReproNet._unpool: the pooled gradient g (b, h2, w2, c) times the mask, + 0.0, put back
+ * at each window's positions of a (b, 2*h2, 2*w2, c) map. */
+void tt_unpool(const float *g, const float *mask, int64_t b, int64_t h2, int64_t w2, int64_t c, float *out) {
+    const int64_t h = 2 * h2, w = 2 * w2;
+    for (int64_t n = 0; n < b; n++)
+        for (int64_t y = 0; y < h2; y++)
+            for (int64_t x = 0; x < w2; x++)
+                for (int64_t ch = 0; ch < c; ch++) {
+                    int64_t o = ((n * h2 + y) * w2 + x) * c + ch;
+                    for (int t = 0; t < 4; t++)
+                        out[((n * h + 2 * y + t / 2) * w + 2 * x + t % 2) * c + ch] = g[o] * mask[o * 4 + t] + 0.0f;
+                }
+}

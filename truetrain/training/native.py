@@ -75,6 +75,13 @@ def _load() -> ctypes.CDLL:
     lib.tt_softmax_xent.restype = i32
     lib.tt_grad_columns.argtypes = [p, i64, i64, p, i32, i32, p, p, p, p, p]
     lib.tt_grad_columns.restype = i32
+    for name in ("tt_im2col", "tt_col2im"):
+        getattr(lib, name).argtypes = [p, i64, i64, i64, i64, i64, p]
+        getattr(lib, name).restype = None
+    lib.tt_pool.argtypes = [p, i64, i64, i64, i64, p, p]
+    lib.tt_pool.restype = None
+    lib.tt_unpool.argtypes = [p, p, i64, i64, i64, i64, p]
+    lib.tt_unpool.restype = None
     return lib
 
 
@@ -102,6 +109,50 @@ def ready() -> bool:
 def usable(x: torch.Tensor) -> bool:
     """Whether ``x`` (to be quantised) may go to the C kernels: float32, 2-D, on the CPU."""
     return x.device.type == "cpu" and x.dtype == F32 and x.dim() == 2 and ready()
+
+
+def small(t: torch.Tensor, fuse: bool) -> bool:
+    """Whether a fused engine (``fuse``) runs ``t``'s op here: a float32 CPU tensor below
+    the size where the compiled kernels take over."""
+    from . import intgemm_fused
+
+    return (fuse and t.device.type == "cpu" and t.dtype == F32
+            and not intgemm_fused.worth_it(fuse, t.numel(), t.device) and ready())
+
+
+def im2col(a: torch.Tensor, k: int) -> torch.Tensor:
+    """``ReproNet._im2col`` of a (b, h, w, c) map: (b*h*w, c*k*k) patches."""
+    a = a.contiguous()
+    b, h, w, c = a.shape
+    out = torch.empty((b * h * w, c * k * k), dtype=F32)
+    _state["lib"].tt_im2col(a.data_ptr(), b, h, w, c, k, out.data_ptr())
+    return out
+
+
+def col2im(d: torch.Tensor, shape: tuple[int, int, int, int], k: int) -> torch.Tensor:
+    """``ReproNet._col2im``: patch gradients (b*h*w, c*k*k) back to a (b, h, w, c) map."""
+    d = d.contiguous()
+    out = torch.empty(shape, dtype=F32)
+    _state["lib"].tt_col2im(d.data_ptr(), *shape, k, out.data_ptr())
+    return out
+
+
+def pool(a: torch.Tensor):
+    """``ReproNet._pool``: 2x2 max pooling of a (b, h, w, c) map and its first-max mask."""
+    a = a.contiguous()
+    b, h, w, c = a.shape
+    out, mask = torch.empty((b, h // 2, w // 2, c), dtype=F32), torch.empty((b, h // 2, w // 2, c, 4), dtype=F32)
+    _state["lib"].tt_pool(a.data_ptr(), b, h, w, c, out.data_ptr(), mask.data_ptr())
+    return out, mask
+
+
+def unpool(g: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``ReproNet._unpool``: the pooled gradient put back where each window's max was."""
+    g, mask = g.contiguous(), mask.contiguous()
+    b, h2, w2, c = g.shape
+    out = torch.empty((b, 2 * h2, 2 * w2, c), dtype=F32)
+    _state["lib"].tt_unpool(g.data_ptr(), mask.data_ptr(), b, h2, w2, c, out.data_ptr())
+    return out
 
 
 def quantize(x: torch.Tensor, dim: int, bits: int, amax: torch.Tensor | None = None):
@@ -221,6 +272,29 @@ def _self_test() -> str | None:
         if not (_same(q64, want.q64) and _same(down, want.scale) and _same(sb, want_sb)
                 and _same(down_b, want_down_b)):
             return "tt_grad_columns differs"
+    return _self_test_maps(gen)
+
+
+def _self_test_maps(gen: torch.Generator) -> str | None:
+    """The CNN's data movement and pooling kernels against ``ReproNet``'s torch ops."""
+    from . import repro_net
+
+    a = torch.relu(torch.randn(3, 6, 4, 5, generator=gen))  # pooling sees ReLU outputs: no -0.0
+    a[0, 0, 0, 0], a[1, 2:4, 0:2, 1], a[2, 0, 1, 2] = float("nan"), 0.5, float("inf")  # a NaN, a 4-way tie
+    for k in (1, 3, 5):
+        if not _same(im2col(a, k), repro_net._im2col(a, k)):
+            return "tt_im2col differs"
+        d = torch.randn(3 * 6 * 4, 5 * k * k, generator=gen)
+        d[0, 0], d[1, :] = -0.0, -0.0
+        if not _same(col2im(d, (3, 6, 4, 5), k), repro_net._col2im(d, (3, 6, 4, 5), k)):
+            return "tt_col2im differs"
+    got, want = pool(a), repro_net._pool(a)
+    if not all(_same(x, y) for x, y in zip(got, want, strict=True)):
+        return "tt_pool differs"
+    g = torch.randn(3, 3, 2, 5, generator=gen)
+    g[0, 0, 0, 0] = -0.0
+    if not _same(unpool(g, want[1]), repro_net._unpool(g, want[1])):
+        return "tt_unpool differs"
     return None
 
 

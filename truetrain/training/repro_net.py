@@ -42,8 +42,10 @@ def _apply(mask: torch.Tensor, x: torch.Tensor, fuse: bool = False) -> torch.Ten
     return intgemm_fused.run("apply_mask", fuse, mask, x)
 
 
-def _im2col(a: torch.Tensor, k: int) -> torch.Tensor:
+def _im2col(a: torch.Tensor, k: int, fuse: bool = False) -> torch.Tensor:
     """(B, H, W, C) -> (B*H*W, C*k*k) patches, feature order (c, kh, kw) like Conv2d."""
+    if native.small(a, fuse):
+        return native.im2col(a, k)
     b, h, w, c = a.shape
     p = k // 2
     ap = F.pad(a, (0, 0, p, p, p, p))
@@ -51,8 +53,10 @@ def _im2col(a: torch.Tensor, k: int) -> torch.Tensor:
     return torch.stack(cols, dim=-1).reshape(b * h * w, c * k * k)
 
 
-def _col2im(d: torch.Tensor, shape: tuple[int, int, int, int], k: int) -> torch.Tensor:
+def _col2im(d: torch.Tensor, shape: tuple[int, int, int, int], k: int, fuse: bool = False) -> torch.Tensor:
     """Adjoint of :func:`_im2col`: overlapping patch gradients added in a fixed order."""
+    if native.small(d, fuse):
+        return native.col2im(d, shape, k)
     b, h, w, c = shape
     p = k // 2
     d = d.view(b, h, w, c, k * k)
@@ -63,14 +67,18 @@ def _col2im(d: torch.Tensor, shape: tuple[int, int, int, int], k: int) -> torch.
     return out[:, p:p + h, p:p + w, :]
 
 
-def _pool(a: torch.Tensor):
+def _pool(a: torch.Tensor, fuse: bool = False):
+    if native.small(a, fuse):
+        return native.pool(a)
     b, h, w, c = a.shape
     v = a.view(b, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 5, 2, 4).reshape(
         b, h // 2, w // 2, c, 4)
     return v.amax(dim=-1), first_max_mask(v, -1).to(F32)
 
 
-def _unpool(g: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _unpool(g: torch.Tensor, mask: torch.Tensor, fuse: bool = False) -> torch.Tensor:
+    if native.small(mask, fuse):
+        return native.unpool(g, mask)
     b, h2, w2, c = g.shape
     gv = _apply(mask, g.unsqueeze(-1))
     return gv.view(b, h2, w2, c, 2, 2).permute(0, 1, 4, 2, 5, 3).reshape(b, 2 * h2, 2 * w2, c)
@@ -138,9 +146,10 @@ class ReproNet:
             a = x.reshape(r, *spec.in_shape).permute(0, 2, 3, 1)  # NHWC
             for i, o in enumerate(spec.channels):
                 shape = tuple(a.shape)
-                h = self._affine(f"conv.{i}", _im2col(a, spec.kernel), params, wq, tape)
-                h, mask = _relu(h, self.engine.fuse)
-                a, pool_mask = _pool(h.view(shape[0], shape[1], shape[2], o))
+                fuse = self.engine.fuse
+                h = self._affine(f"conv.{i}", _im2col(a, spec.kernel, fuse), params, wq, tape)
+                h, mask = _relu(h, fuse)
+                a, pool_mask = _pool(h.view(shape[0], shape[1], shape[2], o), fuse)
                 if tape is not None:
                     tape[-1].mask, tape[-1].pool_mask, tape[-1].shape = mask, pool_mask, shape
             a = a.permute(0, 3, 1, 2).reshape(r, -1)  # flatten in (C, H, W) order
@@ -182,8 +191,8 @@ class ReproNet:
                 _, h, w, _ = below.shape
                 g = g.view(-1, spec.channels[-1], h // 2, w // 2).permute(0, 2, 3, 1)
             else:  # conv input gradient: patches back to pixels
-                g = _col2im(g, layer.shape, spec.kernel)
-            g = _unpool(g, below.pool_mask)
+                g = _col2im(g, layer.shape, spec.kernel, self.engine.fuse)
+            g = _unpool(g, below.pool_mask, self.engine.fuse)
             g = _apply(below.mask, g.reshape(below.mask.shape), self.engine.fuse)
 
     def gradients(self, params, x, y, micro_batch: int | None = None):
