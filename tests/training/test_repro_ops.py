@@ -135,8 +135,35 @@ def test_gradients_microBatchSplitsAndRoutes_sameBits(raw, limbs):
         assert torch.equal(s, s2) and torch.equal(t, t2)
 
 
+# What a CPU worker runs by default: small products on the float64 route, the elementwise
+# work on small tensors in the exact C kernels (truetrain/training/native.py), compiled
+# kernels only on tensors of 256 Ki elements or more.
+WORKER = GemmEngine("cpu", "int8", fuse=True)
+NATIVE_INT8 = GemmEngine("cpu", "int8", small_product=0, fuse=True)
+
+
+@pytest.mark.fuse_threshold
+@pytest.mark.parametrize("limbs", [2, 3])
+@pytest.mark.parametrize("raw", [MLP, CNN], ids=["mlp", "cnn"])
+def test_gradients_exactCKernels_sameBitsAsTorchOps_wholeAndMicroBatches(raw, limbs):
+    from truetrain.training import native
+
+    assert native.ready()
+    spec = parse_model_spec(raw)
+    params = init_params(spec, 6)
+    x = torch.rand(40, 64, generator=_gen(21))
+    y = torch.randint(0, 10, (40,), generator=_gen(22))
+    full, s, t = ReproNet(spec, FLOAT64, limbs).gradients(params, x, y)  # torch ops only
+    for engine, micro in ((WORKER, None), (WORKER, 9), (NATIVE_INT8, None), (NATIVE_INT8, 16)):
+        grads, s2, t2 = ReproNet(spec, engine, limbs).gradients(params, x, y, micro_batch=micro)
+        assert all(torch.equal(full[k], grads[k]) for k in full), (engine.small_product, micro)
+        assert torch.equal(s, s2) and torch.equal(t, t2)
+    logits = ReproNet(spec, WORKER, limbs).forward(params, x)
+    assert torch.equal(logits, ReproNet(spec, FLOAT64, limbs).forward(params, x))
+
+
 # Relative error (norm of the difference over the norm) against float64 autograd. At 2 limbs
-# the CNN's figure is set by its max-pool and ReLU decisions: near-ties that 14-bit operands
+# the CNN's figure is set by its max-pool and ReLU decisions: near-ties that 13-bit operands
 # order differently route a gradient elsewhere; at 3 limbs both models match closely.
 TOLERANCE = {("mlp", 2): 3e-4, ("cnn", 2): 3e-2, ("mlp", 3): 5e-6, ("cnn", 3): 5e-6}
 

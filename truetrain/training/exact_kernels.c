@@ -41,10 +41,10 @@ static inline float quantize_one(float v, float up, float lo, float hi) {
 
 /* intgemm.quantize on a contiguous (rows, cols) float32 x: per row (dim 1) or per column
  * (dim 0), with the given maxima (amax, one per row or column) or its own. Writes the
- * integers q (rows, cols), as float32 and as float64 (q64, for the float64 route), and
- * the scales down (one per row or column). Returns 0, or -1 when scratch memory is short. */
+ * integers as float64 q64 (rows, cols) (exact; what the float64 route multiplies) and the
+ * scales down (one per row or column). Returns 0, or -1 when scratch memory is short. */
 int tt_quantize(const float *x, int64_t rows, int64_t cols, int dim, int bits,
-                const float *amax, float *q, double *q64, float *down) {
+                const float *amax, double *q64, float *down) {
     const float lo = -(float)(1 << bits), hi = (float)((1 << bits) - 1);
     if (dim == 1) {
         for (int64_t i = 0; i < rows; i++) {
@@ -53,11 +53,8 @@ int tt_quantize(const float *x, int64_t rows, int64_t cols, int dim, int bits,
             if (amax) m = amax[i];
             else for (int64_t j = 0; j < cols; j++) m = amax_step(m, row[j]);
             pow2_scales(m, bits, &up, &down[i]);
-            for (int64_t j = 0; j < cols; j++) {
-                float v = quantize_one(row[j], up, lo, hi);
-                q[i * cols + j] = v;
-                q64[i * cols + j] = (double)v;
-            }
+            double *out = q64 + i * cols;
+            for (int64_t j = 0; j < cols; j++) out[j] = (double)quantize_one(row[j], up, lo, hi);
         }
         return 0;
     }
@@ -70,12 +67,11 @@ int tt_quantize(const float *x, int64_t rows, int64_t cols, int dim, int bits,
             for (int64_t j = 0; j < cols; j++) ups[j] = amax_step(ups[j], x[i * cols + j]);
     }
     for (int64_t j = 0; j < cols; j++) pow2_scales(ups[j], bits, &ups[j], &down[j]);
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++) {
-            float v = quantize_one(x[i * cols + j], ups[j], lo, hi);
-            q[i * cols + j] = v;
-            q64[i * cols + j] = (double)v;
-        }
+    for (int64_t i = 0; i < rows; i++) {
+        const float *row = x + i * cols;
+        double *out = q64 + i * cols;
+        for (int64_t j = 0; j < cols; j++) out[j] = (double)quantize_one(row[j], ups[j], lo, hi);
+    }
     free(ups);
     return 0;
 }
@@ -231,18 +227,17 @@ void tt_col2im(const float *d, int64_t b, int64_t h, int64_t w, int64_t c, int64
 /* ReproNet._pool: 2x2 max pooling of a (b, h, w, c) map (h, w even) with NaN propagating,
  * and the float32 0/1 mask (b, h/2, w/2, c, 4) of the first maximal position (dh*2 + dw). */
 void tt_pool(const float *a, int64_t b, int64_t h, int64_t w, int64_t c, float *out, float *mask) {
-    const int64_t h2 = h / 2, w2 = w / 2;
+    const int64_t h2 = h / 2, w2 = w / 2, row = w * c;
     for (int64_t n = 0; n < b; n++)
         for (int64_t y = 0; y < h2; y++)
-            for (int64_t x = 0; x < w2; x++)
-                for (int64_t ch = 0; ch < c; ch++) {
-                    float v[4];
-                    for (int t = 0; t < 4; t++)
-                        v[t] = a[((n * h + 2 * y + t / 2) * w + 2 * x + t % 2) * c + ch];
+            for (int64_t x = 0; x < w2; x++) {
+                const float *p0 = a + ((n * h + 2 * y) * w + 2 * x) * c;
+                int64_t o = ((n * h2 + y) * w2 + x) * c;
+                for (int64_t ch = 0; ch < c; ch++, o++) {
+                    const float v[4] = {p0[ch], p0[c + ch], p0[row + ch], p0[row + c + ch]};
                     float m = v[0];
                     for (int t = 1; t < 4; t++)
                         if (m == m && (v[t] != v[t] || v[t] > m)) m = v[t];
-                    int64_t o = ((n * h2 + y) * w2 + x) * c + ch;
                     out[o] = m;
                     int found = 0;
                     for (int t = 0; t < 4; t++) {
@@ -251,6 +246,7 @@ void tt_pool(const float *a, int64_t b, int64_t h, int64_t w, int64_t c, float *
                         found |= hit;
                     }
                 }
+            }
 }
 
 /* ReproNet._unpool: the pooled gradient g (b, h2, w2, c) times the mask, + 0.0, put back

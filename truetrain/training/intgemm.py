@@ -187,8 +187,8 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     """
     bits = operand_bits(limbs)
     if fuse and not intgemm_fused.worth_it(fuse, x.numel(), x.device) and native.usable(x):
-        q, down, q64 = native.quantize(x, dim, bits, amax)  # small: one C call
-        return Operand(q, down, limbs, q64=q64)
+        q64, down = native.quantize(x, dim, bits, amax)  # small: one C call
+        return Operand(None, down, limbs, q64=q64)
     fuse = intgemm_fused.worth_it(fuse, x.numel(), x.device)
     if amax is None:
         amax = intgemm_fused.call("amax", x, dim) if fuse else x.abs().amax(dim=dim)
