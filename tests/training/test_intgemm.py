@@ -285,9 +285,11 @@ def test_fusedKernels_onlyOnLargeTensors_unlessEverySize():
     with intgemm_fused.every_size():
         assert intgemm_fused.worth_it(True, 1)
     assert not intgemm_fused.worth_it(True, 1)
-    # below the threshold a fused engine quantises eager (integers kept), above it straight to limbs
-    assert quantize(torch.ones(4, 4), 1, 2, fuse=True)._q is not None
-    assert quantize(torch.ones(512, 512), 1, 2, fuse=True)._q is None
+    # below the threshold a fused engine quantises in one C call (float64 integers, no planes),
+    # above it straight to int8 planes (no integers kept)
+    small, big = quantize(torch.ones(4, 4), 1, 2, fuse=True), quantize(torch.ones(512, 512), 1, 2, fuse=True)
+    assert small._q64 is not None and small._left is None
+    assert big._q is None and big._q64 is None and big._left is not None
 
 
 def _relu_keeping_signed_zeros(h):
