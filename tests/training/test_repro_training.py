@@ -49,6 +49,11 @@ JOBS = {
     "mlp-adam-3limbs": dict(model={"kind": "mlp", "widths": [64, 40, 10]},
                             optimizer={"kind": "adam", "lr": 0.003}, limbs=3,
                             steps_per_task=20, checkpoint_interval=5),
+    # warm-up, cosine and a clip tight enough to act on every step
+    "mlp-adamw-clipped": dict(model={"kind": "mlp", "widths": [64, 40, 10]},
+                              optimizer={"kind": "adamw", "lr": 0.003, "warmup_steps": 5,
+                                         "clip_norm": 0.05},
+                              steps_per_task=20, checkpoint_interval=5),
 }
 
 

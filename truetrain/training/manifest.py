@@ -6,6 +6,8 @@ manifests that mean the same thing have the same canonical bytes and hash.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 import re
@@ -145,7 +147,22 @@ def _optimizer(raw) -> OptimizerSpec:
             "adam", _num(raw["lr"], "optimizer.lr", 0, lo_open=True), betas=b,
             eps=_num(raw.get("eps", 1e-8), "optimizer.eps", 0, lo_open=True),
             weight_decay=_num(raw.get("weight_decay", 0.0), "optimizer.weight_decay", 0))
-    raise ManifestError(f"optimizer.kind: expected 'sgd' or 'adam', got {kind!r}")
+    if kind == "adamw":
+        _obj(raw, "optimizer", {"kind", "lr", "betas", "eps", "weight_decay", "warmup_steps",
+                                "total_steps", "min_lr_ratio", "clip_norm"}, {"lr"})
+        betas = raw.get("betas", [0.9, 0.95])
+        if not isinstance(betas, list) or len(betas) != 2:
+            raise ManifestError("optimizer.betas: expected a list of two numbers")
+        b = tuple(_num(v, f"optimizer.betas[{i}]", 0, 1) for i, v in enumerate(betas))
+        return OptimizerSpec(
+            "adamw", _num(raw["lr"], "optimizer.lr", 0, lo_open=True), betas=b,
+            eps=_num(raw.get("eps", 1e-8), "optimizer.eps", 0, lo_open=True),
+            weight_decay=_num(raw.get("weight_decay", 0.1), "optimizer.weight_decay", 0, 1),
+            warmup_steps=_int(raw.get("warmup_steps", 0), "optimizer.warmup_steps", 0),
+            total_steps=_int(raw.get("total_steps", 0), "optimizer.total_steps", 0),
+            min_lr_ratio=_num(raw.get("min_lr_ratio", 0.1), "optimizer.min_lr_ratio", 0, 1, hi_open=False),
+            clip_norm=_num(raw.get("clip_norm", 1.0), "optimizer.clip_norm", 0))
+    raise ManifestError(f"optimizer.kind: expected 'sgd', 'adam' or 'adamw', got {kind!r}")
 
 
 def validate_manifest(raw) -> Manifest:
@@ -182,6 +199,12 @@ def validate_manifest(raw) -> Manifest:
         raise ManifestError(f"checkpoint_interval: {steps // interval + 1} checkpoints per task, "
                             f"more than the {MAX_CHECKPOINT_LEAVES} a job can commit to on chain")
     rounds = _int(raw["rounds"], "rounds", 1)
+    if optimizer.kind == "adamw":  # the schedule spans the job's inner steps unless told
+        total = optimizer.total_steps or rounds * steps
+        if optimizer.warmup_steps > total:
+            raise ManifestError(f"optimizer.warmup_steps: {optimizer.warmup_steps} is more than the "
+                                f"{total} inner steps the schedule spans")
+        optimizer = dataclasses.replace(optimizer, total_steps=total)
     shards = raw["shards"]
     if not isinstance(shards, list) or not shards:
         raise ManifestError("shards: expected a non-empty list")

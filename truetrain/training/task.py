@@ -61,7 +61,8 @@ def task_start(manifest, start_checkpoint_data, shard_index: int,
     else:
         start = as_checkpoint(start_checkpoint_data)
     return start_checkpoint(manifest, start.group("model"),
-                            task_rng_key(manifest, round_index, shard_index))
+                            task_rng_key(manifest, round_index, shard_index),
+                            lr_step=round_index * manifest.steps_per_task)
 
 
 def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: int,

@@ -22,7 +22,7 @@ from .gemm_check import engine_for
 from .intgemm import GemmEngine
 from .manifest import Manifest, load_manifest
 from .models import build_stock_model, param_shapes
-from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update
+from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update, stock_step
 from .repro_ops import xent_loss
 from .repro_net import ReproNet
 from .rng import batch_indices
@@ -37,11 +37,12 @@ def as_checkpoint(data) -> Checkpoint:
 
 
 def start_checkpoint(manifest: Manifest, model_params: dict[str, torch.Tensor],
-                     rng_key: bytes) -> Checkpoint:
-    """Step-0 checkpoint of a task: the given model, fresh optimizer state, the task key."""
+                     rng_key: bytes, lr_step: int = 0) -> Checkpoint:
+    """Step-0 checkpoint of a task: the given model, fresh optimizer state (a schedule
+    starting at global inner step ``lr_step``), the task key."""
     params = {k: v.detach().cpu().clone() for k, v in model_params.items()}
     _check_params(manifest, params)
-    state = init_state(manifest.optimizer, params, stock=not manifest.repro)
+    state = init_state(manifest.optimizer, params, stock=not manifest.repro, lr_step=lr_step)
     tensors = {"model." + k: v for k, v in params.items()}
     tensors.update({"optim." + k: v.cpu() for k, v in state.items()})
     return Checkpoint(0, rng_key, tensors)
@@ -113,7 +114,7 @@ class TrainRun:
             self.opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(self.module(xb), yb)
             loss.backward()
-            self.opt.step()
+            stock_step(self.m.optimizer, self.module, self.opt, self.state)
             self._losses.append(loss.detach())
         self.step += 1
 
@@ -139,7 +140,8 @@ class TrainRun:
             params, state = self.params, self.state
         else:
             params = {k: v.detach() for k, v in self.module.state_dict().items()}
-            state = export_stock_state(self.m.optimizer, self.module, self.opt, params)
+            state = export_stock_state(self.m.optimizer, self.module, self.opt, params,
+                                       self.state.get("lr_step"))
         tensors = {"model." + k: v.detach().cpu().clone() for k, v in params.items()}
         tensors.update({"optim." + k: v.detach().cpu().clone() for k, v in state.items()})
         if self.m.repro:
