@@ -1,0 +1,84 @@
+"""The op library and the transformer LM: repro gradients close to float64 autograd, and
+the same bits across micro-batches, GEMM routes, the C kernels and a sequence alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from truetrain.errors import ManifestError
+from truetrain.training.intgemm import GemmEngine
+from truetrain.training.lm import (TransformerLM, lm_init_params, lm_param_shapes, parse_lm_spec,
+                                   repro_gradients)
+from truetrain.training.ops import ReproStep
+
+SPEC = parse_lm_spec({"kind": "lm", "d_model": 32, "n_layers": 2, "n_heads": 4, "seq_len": 16})
+FLOAT64 = GemmEngine("cpu", "float64")
+INT8 = GemmEngine("cpu", "int8", small_product=0)
+WORKER = GemmEngine("cpu", "int8", fuse=True)  # C kernels on small tensors, float64 small products
+
+
+def _batch(seed=0, b=6):
+    gen = torch.Generator().manual_seed(seed)
+    data = torch.randint(0, 256, (b, SPEC.seq_len + 1), generator=gen)
+    return data[:, :-1], data[:, 1:]
+
+
+def _model(seed=1):
+    return TransformerLM(SPEC, lm_init_params(SPEC, seed))
+
+
+def test_spec_defaultsAndRefusals():
+    assert SPEC.d_ff == 128 and SPEC.head_dim == 8
+    shapes = lm_param_shapes(SPEC)
+    assert shapes["tok_emb"] == (256, 32) and shapes["blocks.1.mlp.proj.weight"] == (32, 128)
+    assert set(_model().state_dict()) == set(shapes)
+    for raw, message in (({"kind": "lm", "d_model": 30, "n_layers": 1, "n_heads": 4, "seq_len": 8},
+                          "model.n_heads: 4 does not divide d_model 30"),
+                         ({"kind": "lm", "d_model": 32, "n_layers": 0, "n_heads": 4, "seq_len": 8},
+                          "model.n_layers: expected an integer in [1, 96], got 0"),
+                         ({"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 4, "seq_len": 8, "vocab": 5},
+                          "model.vocab: unknown field")):
+        with pytest.raises(ManifestError) as err:
+            parse_lm_spec(raw)
+        assert str(err.value) == message
+
+
+def test_reproGradients_closeToFloat64Autograd():
+    ids, targets = _batch()
+    model = _model()
+    grads, losses = repro_gradients(model, ids, targets, INT8, 2)
+    ref = _model().double()
+    loss = torch.nn.functional.cross_entropy(ref(ids).reshape(-1, 256), targets.reshape(-1))
+    loss.backward()
+    from truetrain.training.repro_ops import xent_loss
+
+    sumexp, target = (torch.cat(t) for t in zip(*losses))
+    assert abs(float(xent_loss(sumexp, target).mean()) - float(loss.detach())) < 1e-4
+    assert set(grads) == set(lm_param_shapes(SPEC))
+    grads3, _ = repro_gradients(model, ids, targets, INT8, 3)
+    for name, p in ref.named_parameters():  # 13-bit and 20-bit operands
+        assert float((grads[name].double() - p.grad).norm() / p.grad.norm()) < 2e-3, name
+        assert float((grads3[name].double() - p.grad).norm() / p.grad.norm()) < 5e-5, name
+
+
+def test_reproGradients_microBatchesRoutesAndCKernels_sameBits():
+    ids, targets = _batch(3)
+    model = _model(2)
+    want, losses = repro_gradients(model, ids, targets, FLOAT64, 2)
+    for engine, micro in ((FLOAT64, 1), (INT8, None), (INT8, 4), (WORKER, None), (WORKER, 2)):
+        got, got_losses = repro_gradients(model, ids, targets, engine, 2, micro)
+        assert all(torch.equal(want[k], got[k]) for k in want), (engine.route, micro)
+        assert torch.equal(torch.cat([s for s, _ in losses]), torch.cat([s for s, _ in got_losses]))
+
+
+def test_forward_sequenceAloneOrInBatch_sameBits_andStockClose():
+    ids, _ = _batch(4)
+    model = _model(3)
+    step = ReproStep(WORKER, 2, ids.numel())
+    with torch.no_grad():
+        full = model(ids, step)
+        alone = model(ids[2:3], ReproStep(WORKER, 2, SPEC.seq_len))
+        stock = model(ids)
+    assert torch.equal(alone, full[2:3])
+    assert float((full - stock).abs().max()) < 1e-3 * float(stock.abs().max())

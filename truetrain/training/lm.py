@@ -1,0 +1,176 @@
+"""A decoder-only, byte-level transformer language model built from the op library.
+
+Pre-LayerNorm blocks (causal multi-head self-attention, then a GELU MLP of width
+``d_ff``), learned positions, and the output projection tied to the input embedding.
+Bytes are the tokens (256 symbols): no tokenizer to download. The same module runs stock
+(PyTorch's ops) or repro (``ops`` with a :class:`~.ops.ReproStep`), with the same
+parameter names, so checkpoints move between modes.
+
+Initial values are uniform with standard deviation 0.02 (0.02 / sqrt(2 * layers) for the
+projections into the residual stream, as GPT-2 scales them), drawn from the keccak-keyed
+PCG64 stream like the other models': plain arithmetic, the same on every machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import ManifestError
+from .ops import ReproStep, causal_attention, cross_entropy, embedding, gelu, layer_norm, linear
+from .rng import derive_key, uniform
+
+VOCAB = 256
+LN_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class LMSpec:
+    """A validated language-model description."""
+
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int
+    seq_len: int
+    vocab: int = VOCAB
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def parse_lm_spec(raw, field: str = "model") -> LMSpec:
+    """``{"kind": "lm", "d_model", "n_layers", "n_heads", "seq_len", "d_ff" (default
+    4 * d_model)}``; the first problem raises ManifestError naming the field."""
+    if not isinstance(raw, dict) or raw.get("kind") != "lm":
+        raise ManifestError(f"{field}: expected an object with kind 'lm'")
+    allowed = {"kind", "d_model", "n_layers", "n_heads", "d_ff", "seq_len"}
+    extra = sorted(set(raw) - allowed)
+    if extra:
+        raise ManifestError(f"{field}.{extra[0]}: unknown field")
+
+    def num(key, lo, hi, default=None):
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ManifestError(f"{field}.{key}: expected an integer in [{lo}, {hi}], got {value!r}")
+        return value
+
+    d = num("d_model", 8, 4096)
+    heads = num("n_heads", 1, 64)
+    if d % heads:
+        raise ManifestError(f"{field}.n_heads: {heads} does not divide d_model {d}")
+    return LMSpec(d, num("n_layers", 1, 96), heads, num("d_ff", 8, 16384, 4 * d), num("seq_len", 2, 8192))
+
+
+def lm_param_shapes(spec: LMSpec) -> dict[str, tuple[int, ...]]:
+    d = spec.d_model
+    shapes = {"tok_emb": (spec.vocab, d), "pos_emb": (spec.seq_len, d)}
+    for i in range(spec.n_layers):
+        p = f"blocks.{i}."
+        shapes.update({p + "ln1.weight": (d,), p + "ln1.bias": (d,),
+                       p + "attn.qkv.weight": (3 * d, d), p + "attn.qkv.bias": (3 * d,),
+                       p + "attn.proj.weight": (d, d), p + "attn.proj.bias": (d,),
+                       p + "ln2.weight": (d,), p + "ln2.bias": (d,),
+                       p + "mlp.fc.weight": (spec.d_ff, d), p + "mlp.fc.bias": (spec.d_ff,),
+                       p + "mlp.proj.weight": (d, spec.d_ff), p + "mlp.proj.bias": (d,)})
+    shapes.update({"ln_f.weight": (d,), "ln_f.bias": (d,)})
+    return shapes
+
+
+def lm_init_params(spec: LMSpec, seed: int) -> dict[str, torch.Tensor]:
+    """Initial float32 parameters (CPU), a pure function of (spec, seed)."""
+    params = {}
+    for name, shape in lm_param_shapes(spec).items():
+        if name.endswith(".bias"):
+            values = np.zeros(shape, dtype=np.float32)
+        elif ".ln" in name or name.startswith("ln_f"):
+            values = np.ones(shape, dtype=np.float32)
+        else:
+            std = 0.02 / math.sqrt(2 * spec.n_layers) if name.endswith("proj.weight") else 0.02
+            u = uniform(derive_key(seed, "init/" + name), math.prod(shape))
+            values = ((2.0 * u - 1.0) * (std * math.sqrt(3.0))).astype(np.float32).reshape(shape)
+        params[name] = torch.from_numpy(values)
+    return params
+
+
+class _Affine(nn.Module):
+    def __init__(self, out: int, inp: int | None = None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty((out, inp) if inp is not None else (out,)))
+        self.bias = nn.Parameter(torch.empty(out))
+
+
+class _Block(nn.Module):
+    def __init__(self, spec: LMSpec):
+        super().__init__()
+        d = spec.d_model
+        self.ln1, self.ln2 = _Affine(d), _Affine(d)
+        self.attn = nn.Module()
+        self.attn.qkv, self.attn.proj = _Affine(3 * d, d), _Affine(d, d)
+        self.mlp = nn.Module()
+        self.mlp.fc, self.mlp.proj = _Affine(spec.d_ff, d), _Affine(d, spec.d_ff)
+
+
+class TransformerLM(nn.Module):
+    """The model; ``forward(ids, step)`` gives logits (B, T, 256) for byte ids (B, T)."""
+
+    def __init__(self, spec: LMSpec, params: dict[str, torch.Tensor] | None = None):
+        super().__init__()
+        self.spec = spec
+        self.tok_emb = nn.Parameter(torch.empty(spec.vocab, spec.d_model))
+        self.pos_emb = nn.Parameter(torch.empty(spec.seq_len, spec.d_model))
+        self.blocks = nn.ModuleList(_Block(spec) for _ in range(spec.n_layers))
+        self.ln_f = _Affine(spec.d_model)
+        if params is not None:
+            self.load_state_dict({k: v.clone() for k, v in params.items()})
+
+    def forward(self, ids: torch.Tensor, step: ReproStep | None = None) -> torch.Tensor:
+        spec = self.spec
+        b, t = ids.shape
+        h, dh = spec.n_heads, spec.head_dim
+        positions = torch.arange(t, device=ids.device).expand(b, t)
+        x = embedding(ids, self.tok_emb, step, "tok_emb") + embedding(positions, self.pos_emb, step, "pos_emb")
+        for i, blk in enumerate(self.blocks):
+            p = f"blocks.{i}."
+            a = layer_norm(x, blk.ln1.weight, blk.ln1.bias, LN_EPS, step, p + "ln1")
+            qkv = linear(a, blk.attn.qkv.weight, blk.attn.qkv.bias, step, p + "attn.qkv")
+            q, k, v = qkv.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4).unbind(0)
+            a = causal_attention(q.contiguous(), k.contiguous(), v.contiguous(), step)
+            a = a.transpose(1, 2).reshape(b, t, spec.d_model)
+            x = x + linear(a, blk.attn.proj.weight, blk.attn.proj.bias, step, p + "attn.proj")
+            a = layer_norm(x, blk.ln2.weight, blk.ln2.bias, LN_EPS, step, p + "ln2")
+            a = gelu(linear(a, blk.mlp.fc.weight, blk.mlp.fc.bias, step, p + "mlp.fc"), step)
+            x = x + linear(a, blk.mlp.proj.weight, blk.mlp.proj.bias, step, p + "mlp.proj")
+        x = layer_norm(x, self.ln_f.weight, self.ln_f.bias, LN_EPS, step, "ln_f")
+        return linear(x, self.tok_emb, None, step, "head", weight_name="tok_emb")
+
+    def loss(self, ids: torch.Tensor, targets: torch.Tensor, step: ReproStep | None = None,
+             total_rows: int | None = None, losses: list | None = None) -> torch.Tensor:
+        """Mean next-byte cross-entropy (repro: the placeholder to call ``backward`` on)."""
+        logits = self.forward(ids, step)
+        return cross_entropy(logits.reshape(-1, self.spec.vocab), targets.reshape(-1), step, total_rows, losses)
+
+
+def repro_gradients(model: TransformerLM, ids: torch.Tensor, targets: torch.Tensor, engine, limbs: int,
+                    micro_batch: int | None = None):
+    """Repro gradients of the mean loss over the batch ``(ids, targets)`` (B, T):
+    ``(grads by parameter name, [(sumexp, target)] per slice)``. With ``micro_batch``
+    sequences per slice the book makes two passes; every bit is the same."""
+    rows = ids.shape[0]
+    size = rows if not micro_batch or micro_batch >= rows else int(micro_batch)
+    slices = [(i, min(i + size, rows)) for i in range(0, rows, size)]
+    step = ReproStep(engine, limbs, ids.numel())
+    if len(slices) > 1:
+        step.book.mode = "observe"
+        for lo, hi in slices:
+            model.loss(ids[lo:hi], targets[lo:hi], step, ids.numel(), []).backward()
+        step.book.mode = "add"
+    losses: list = []
+    for lo, hi in slices:
+        model.loss(ids[lo:hi], targets[lo:hi], step, ids.numel(), losses).backward()
+    return step.book.result(), losses

@@ -1,0 +1,106 @@
+"""Causal multi-head self-attention's core and the cross-entropy loss, stock or repro.
+
+Repro attention takes every product (Q K^T, P V and the four backward products) as exact
+integer sums of quantised operands (:func:`bmm_exact`; float64 through the BLAS, exact
+while the contraction is at most 2**27 long), rounded once to float32; the softmax is
+float64 with the project's exp and exact row sums. All of it stays inside one sequence,
+so sequences are independent of the batch they ride in.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..intgemm import _quantize_with, operand_bits, pow2_scales
+from ..repro_ops import F32, F64, exp64, tree_sum, unit_row_sum
+from .step import ReproStep
+
+
+def _quantized(x: torch.Tensor, dim: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """float64 integers of ``x`` quantised along ``dim`` (one scale per slice across it), and
+    the float64 scales (kept as a size-1 ``dim``)."""
+    amax = x.abs().amax(dim, keepdim=True)
+    up, down = pow2_scales(amax, bits)
+    return _quantize_with(x, up, bits).to(F64), down.to(F64)
+
+
+def bmm_exact(a: torch.Tensor, b: torch.Tensor, limbs: int) -> torch.Tensor:
+    """float32 ``a @ b`` for (N, M, K) @ (N, K, P): rows of ``a`` and columns of ``b``
+    quantised on their own scales, the integer sums exact, one rounding."""
+    bits = operand_bits(limbs)
+    qa, sa = _quantized(a, -1, bits)
+    qb, sb = _quantized(b, -2, bits)
+    s = torch.bmm(qa, qb).add_(0.0)  # +0.0: a zero sum is +0.0 whatever the BLAS's sign
+    return (s * sa * sb).to(F32)
+
+
+def _causal_mask(t: int, device) -> torch.Tensor:
+    return torch.ones((t, t), dtype=torch.bool, device=device).triu_(1)
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, step: ReproStep):
+        limbs = step.limbs
+        q, k, v = (t.detach() for t in (q, k, v))
+        n, t, d = q.shape
+        scale = float(torch.tensor(d, dtype=F32).rsqrt())  # float32 1/sqrt(d)
+        s = bmm_exact(q, k.transpose(1, 2), limbs) * scale
+        z = s.to(F64).masked_fill(_causal_mask(t, q.device), float("-inf"))
+        e = exp64(z - z.amax(-1, keepdim=True))
+        p = (e / unit_row_sum(e.view(n * t, t)).view(n, t, 1)).to(F32)
+        ctx.step, ctx.scale = step, scale
+        ctx.save_for_backward(q, k, v, p)
+        return bmm_exact(p, v, limbs)
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, p = ctx.saved_tensors
+        limbs, g = ctx.step.limbs, g.contiguous()
+        dv = bmm_exact(p.transpose(1, 2), g, limbs)
+        dp = bmm_exact(g, v.transpose(1, 2), limbs).to(F64)
+        p64 = p.to(F64)
+        ds = (p64 * (dp - tree_sum(dp * p64).unsqueeze(-1))).to(F32) * ctx.scale
+        dq = bmm_exact(ds, k, limbs)
+        dk = bmm_exact(ds.transpose(1, 2), q, limbs)
+        return dq, dk, dv, None
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: ReproStep | None) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d) + causal mask) V for (B, H, T, d) tensors."""
+    if step is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    b, h, t, d = q.shape
+    flat = [x.reshape(b * h, t, d) for x in (q, k, v)]
+    return _Attention.apply(*flat, step).view(b, h, t, d)
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """The mean cross-entropy's gradient, computed in the forward (the loss node is the
+    root of the step's graph); the per-row loss parts go to ``losses``."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, total_rows: int, step: ReproStep, losses: list):
+        from ..repro_net import _softmax_xent
+
+        grad, sumexp, target = _softmax_xent(logits.detach().contiguous(), targets, total_rows, step.fuse)
+        losses.append((sumexp, target))
+        ctx.save_for_backward(grad)
+        return torch.zeros((), dtype=F32, device=logits.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        (grad,) = ctx.saved_tensors
+        return grad, None, None, None, None
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, step: ReproStep | None,
+                  total_rows: int | None = None, losses: list | None = None) -> torch.Tensor:
+    """Mean cross-entropy of (R, C) logits against (R,) targets. Repro: the mean is over
+    ``total_rows`` (the whole batch's, so micro-batches agree), the returned tensor is a
+    zero placeholder to call ``backward`` on, and the per-row parts land in ``losses``."""
+    if step is None:
+        return F.cross_entropy(logits, targets)
+    rows = logits.shape[0] if total_rows is None else total_rows
+    return _CrossEntropy.apply(logits, targets, rows, step, [] if losses is None else losses)

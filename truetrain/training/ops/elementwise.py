@@ -1,0 +1,79 @@
+"""LayerNorm and GELU, stock or repro.
+
+Repro forms are row-local and use only correctly rounded float64 operations (+ - * / sqrt)
+as separate kernels, fixed-order row sums (:func:`~..repro_ops.tree_sum`) and the
+project's own erf and exp, each result rounded once to float32: the same bits on any
+device, thread count and batch split. LayerNorm's gain and shift gradients are column
+sums over the batch rows, taken exactly by the step's book.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..repro_ops import F32, F64, exp64, tree_sum
+from ..repro_special import erf64
+from .step import ReproStep
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _row_mean(x64: torch.Tensor) -> torch.Tensor:
+    return tree_sum(x64) / x64.shape[-1]
+
+
+class _LayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps: float, step: ReproStep, name: str):
+        x64 = x.detach().to(F64)
+        centred = x64 - _row_mean(x64).unsqueeze(-1)
+        rstd = 1.0 / torch.sqrt(_row_mean(centred * centred) + eps)
+        xhat = centred * rstd.unsqueeze(-1)
+        ctx.step, ctx.name = step, name
+        ctx.save_for_backward(xhat, rstd, weight.detach())
+        return (xhat * weight.detach().to(F64) + bias.detach().to(F64)).to(F32)
+
+    @staticmethod
+    def backward(ctx, g):
+        xhat, rstd, weight = ctx.saved_tensors
+        step, g = ctx.step, g.contiguous()
+        step.book.columns(ctx.name + ".bias", g)
+        step.book.columns(ctx.name + ".weight", (g.to(F64) * xhat).to(F32))
+        dxhat = g.to(F64) * weight.to(F64)
+        inner = dxhat - _row_mean(dxhat).unsqueeze(-1) - xhat * _row_mean(dxhat * xhat).unsqueeze(-1)
+        return (inner * rstd.unsqueeze(-1)).to(F32), None, None, None, None, None
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+               step: ReproStep | None, name: str) -> torch.Tensor:
+    """LayerNorm over the last dimension (biased variance, like ``torch.nn.LayerNorm``)."""
+    if step is None:
+        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+    lead = x.shape[:-1]
+    out = _LayerNorm.apply(x.reshape(-1, x.shape[-1]), weight, bias, eps, step, name)
+    return out.view(*lead, x.shape[-1])
+
+
+class _Gelu(torch.autograd.Function):
+    """``x * Phi(x)`` with the exact (erf) normal CDF."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x64 = x.detach().to(F64)
+        cdf = 0.5 * (1.0 + erf64(x64 * _INV_SQRT2))
+        ctx.save_for_backward(x64, cdf)
+        return (x64 * cdf).to(F32)
+
+    @staticmethod
+    def backward(ctx, g):
+        x64, cdf = ctx.saved_tensors
+        pdf = exp64(-0.5 * (x64 * x64)) * _INV_SQRT_2PI
+        return (g.to(F64) * (cdf + x64 * pdf)).to(F32)
+
+
+def gelu(x: torch.Tensor, step: ReproStep | None) -> torch.Tensor:
+    return F.gelu(x) if step is None else _Gelu.apply(x)

@@ -1,0 +1,70 @@
+"""Linear maps and embeddings: stock (PyTorch's ops) or repro (the integer GEMM engine,
+parameter gradients through the step's :class:`~.book.GradBook`)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .step import ReproStep
+
+
+class _Linear(torch.autograd.Function):
+    """``x @ W.T + b`` for rows ``x`` (rows, in): each row quantised on its own, so a row's
+    output depends on that row alone."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, step: ReproStep, wname: str, bname: str):
+        qa = step.quantize_rows(x.detach().contiguous())
+        ctx.step, ctx.names, ctx.qa, ctx.weight = step, (wname, bname), qa, weight
+        return step.engine.matmul(qa, step.weight(wname, weight, "forward"),
+                                  None if bias is None else bias.detach())
+
+    @staticmethod
+    def backward(ctx, g):
+        step, g = ctx.step, g.contiguous()
+        wname, bname = ctx.names
+        step.book.weight(wname, g, ctx.qa)
+        if bname:
+            step.book.columns(bname, g)
+        dx = None
+        if ctx.needs_input_grad[0]:
+            dx = step.engine.matmul(step.quantize_rows(g), step.weight(wname, ctx.weight, "input"))
+        return dx, None, None, None, None, None
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, step: ReproStep | None,
+           name: str, weight_name: str | None = None) -> torch.Tensor:
+    """``x @ W.T + b`` over the last dimension of ``x`` (any leading shape). ``name`` is
+    the layer's (parameters ``name.weight``, ``name.bias``); ``weight_name`` overrides the
+    weight's (a tied weight)."""
+    if step is None:
+        return F.linear(x, weight, bias)
+    lead = x.shape[:-1]
+    out = _Linear.apply(x.reshape(-1, x.shape[-1]), weight, bias, step, weight_name or name + ".weight",
+                        name + ".bias" if bias is not None else "")
+    return out.view(*lead, weight.shape[0])
+
+
+class _Embedding(torch.autograd.Function):
+    """Rows of a table picked by indices; the gradient adds rows back (exact integer sums)."""
+
+    @staticmethod
+    def forward(ctx, index, table, step: ReproStep, name: str):
+        ctx.step, ctx.name, ctx.shape = step, name, table.shape
+        ctx.save_for_backward(index)
+        return table.detach().index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, g):
+        (index,) = ctx.saved_tensors
+        ctx.step.book.scatter(ctx.name, g.contiguous(), index, ctx.shape[0])
+        return None, None, None, None
+
+
+def embedding(index: torch.Tensor, table: torch.Tensor, step: ReproStep | None, name: str) -> torch.Tensor:
+    """``table[index]`` for integer ``index`` of any shape: (*index.shape, d)."""
+    if step is None:
+        return F.embedding(index, table)
+    flat = index.reshape(-1)
+    return _Embedding.apply(flat, table, step, name).view(*index.shape, table.shape[1])
