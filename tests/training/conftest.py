@@ -11,9 +11,12 @@ SEED = 11
 
 
 def data_ref(data: bytes) -> dict:
-    """A manifest entry for bytes (the CID is a stand-in: no storage here)."""
-    return {"cid": "bafk" + keccak256(data).hex()[:24], "hash": to_hex32(keccak256(data)),
-            "samples": len(decode_shard(data))}
+    """A manifest entry for bytes (the CID is a stand-in: no storage here); a text shard's
+    samples are its bytes."""
+    from truetrain.training.text import TEXT_MAGIC
+
+    samples = len(data) - len(TEXT_MAGIC) if data.startswith(TEXT_MAGIC) else len(decode_shard(data))
+    return {"cid": "bafk" + keccak256(data).hex()[:24], "hash": to_hex32(keccak256(data)), "samples": samples}
 
 
 @pytest.fixture

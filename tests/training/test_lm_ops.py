@@ -82,3 +82,46 @@ def test_forward_sequenceAloneOrInBatch_sameBits_andStockClose():
         stock = model(ids)
     assert torch.equal(alone, full[2:3])
     assert float((full - stock).abs().max()) < 1e-3 * float(stock.abs().max())
+
+
+def _lm_manifest(make_manifest, shards, held, mode="repro", **over):
+    from truetrain.training.text import encode_text_shard
+
+    blobs = [encode_text_shard(s) for s in shards]
+    fields = dict(model={"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 16},
+                  optimizer={"kind": "adamw", "lr": 0.003, "warmup_steps": 2}, batch_size=4,
+                  steps_per_task=6, checkpoint_interval=3, numeric_mode=mode)
+    fields.update(over)
+    if mode == "stock":
+        fields.pop("limbs", None)
+    return make_manifest(blobs, encode_text_shard(held), **fields), blobs
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    from truetrain.training.text import demo_corpus, split_text
+
+    return split_text(demo_corpus(60_000), 2, seq_len=16)
+
+
+def test_lmTask_runsAndReplays_sameHashesAcrossMicroBatches(corpus, make_manifest):
+    from truetrain.training import decode_checkpoint, replay, run_task
+
+    shards, held = corpus
+    manifest, blobs = _lm_manifest(make_manifest, shards, held)
+    result = run_task(manifest, blobs[1], None, 1, 0)
+    assert len(result.checkpoint_hashes) == 3 and len(set(result.checkpoint_hashes)) == 3
+    assert run_task(manifest, blobs[1], None, 1, 0, micro_batch=1).checkpoint_hashes == result.checkpoint_hashes
+    middle = decode_checkpoint(result.checkpoints[1])
+    assert replay(manifest, blobs[1], middle, 3).hash() == result.checkpoint_hashes[2]
+    loss = result.metrics["train_loss"]
+    assert 4.0 < loss[0] < 6.0  # about ln 256 = 5.5 at the start
+
+
+def test_lmTask_stockMode_runs(corpus, make_manifest):
+    from truetrain.training import run_task
+
+    shards, held = corpus
+    manifest, blobs = _lm_manifest(make_manifest, shards, held, mode="stock")
+    result = run_task(manifest, blobs[0], None, 0, 0)
+    assert len(result.checkpoint_hashes) == 3 and 4.0 < result.metrics["train_loss"][0] < 6.0

@@ -20,10 +20,9 @@ from truetrain.hashing import keccak256
 from truetrain.storage.models import StoredObject
 from truetrain.training import TaskResult
 from truetrain.training.checkpoint import Checkpoint
-from truetrain.training.datasets import decode_shard
 from truetrain.training.merkle import merkle_root
 from truetrain.training.task import task_start
-from truetrain.training.trainer import train
+from truetrain.training.trainer import as_shard, train
 
 from .codes import decode_task_id
 
@@ -51,7 +50,7 @@ def faulty_result(reader, task_id: int, cheat: str, arg: str | None = None, *, d
     """Task ``task_id``'s result computed with ``cheat`` ("perturb-step", "lazy", "wrong-start")."""
     job_id, round_index, index = decode_task_id(task_id)
     manifest = reader.manifest(job_id)
-    shard = decode_shard(reader.shard(job_id, index))
+    shard = as_shard(reader.shard(job_id, index), manifest)
     start = task_start(manifest, reader.round_start(job_id, round_index), index, round_index)
     interval, steps = manifest.checkpoint_interval, manifest.steps_per_task
     if cheat == "lazy":

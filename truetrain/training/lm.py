@@ -39,9 +39,15 @@ class LMSpec:
     seq_len: int
     vocab: int = VOCAB
 
+    kind: str = "lm"
+
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    def rows_per_sample(self) -> int:
+        """Rows one sample (a sequence) adds to a weight gradient's sums: its tokens."""
+        return self.seq_len
 
 
 def parse_lm_spec(raw, field: str = "model") -> LMSpec:

@@ -186,7 +186,7 @@ def validate_manifest(raw) -> Manifest:
     optimizer = _optimizer(raw["optimizer"])
     batch = _int(raw["batch_size"], "batch_size", 1)
     if mode == "repro":
-        rows = batch * max([h * w for _, h, w in model.conv_shapes()] + [1])
+        rows = batch * model.rows_per_sample()
         if rows > max_contraction(limbs):
             raise ManifestError(f"batch_size: {batch} gives sums over {rows} rows, too many for "
                                 f"exact {limbs}-limb products; use fewer limbs or a smaller batch")

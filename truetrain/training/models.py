@@ -47,6 +47,10 @@ class ModelSpec:
     def classes(self) -> int:
         return self.fc_widths[-1]
 
+    def rows_per_sample(self) -> int:
+        """Rows one sample adds to a weight gradient's sums (a conv layer's patches)."""
+        return max([h * w for _, h, w in self.conv_shapes()] + [1])
+
     def conv_shapes(self) -> list[tuple[int, int, int]]:
         """(in_channels, height, width) at the input of each conv layer."""
         if self.kind != "cnn":
@@ -68,11 +72,16 @@ def _int_list(raw, field: str, *, minimum: int = 1, min_len: int = 1) -> tuple[i
     return tuple(raw)
 
 
-def parse_model_spec(raw, field: str = "model") -> ModelSpec:
-    """Validate a model spec dict; errors name the offending field (``model.widths``...)."""
+def parse_model_spec(raw, field: str = "model"):
+    """Validate a model spec dict (a :class:`ModelSpec`, or an :class:`~.lm.LMSpec` for
+    ``kind: lm``); errors name the offending field (``model.widths``...)."""
     if not isinstance(raw, dict):
         raise ManifestError(f"{field}: expected an object")
     kind = raw.get("kind")
+    if kind == "lm":
+        from .lm import parse_lm_spec
+
+        return parse_lm_spec(raw, field)
     if kind == "mlp":
         _no_extra(raw, {"kind", "widths"}, field)
         widths = _int_list(raw.get("widths"), f"{field}.widths", min_len=2)
@@ -97,7 +106,7 @@ def parse_model_spec(raw, field: str = "model") -> ModelSpec:
                 f"(one 2x2 pool per conv layer)")
         flat = channels[-1] * (in_shape[1] // factor) * (in_shape[2] // factor)
         return ModelSpec("cnn", in_shape, channels, kernel, (flat, *hidden, classes))
-    raise ManifestError(f"{field}.kind: expected 'mlp' or 'cnn', got {kind!r}")
+    raise ManifestError(f"{field}.kind: expected 'mlp', 'cnn' or 'lm', got {kind!r}")
 
 
 def _no_extra(raw: dict, allowed: set[str], field: str) -> None:
@@ -106,8 +115,12 @@ def _no_extra(raw: dict, allowed: set[str], field: str) -> None:
         raise ManifestError(f"{field}.{extra[0]}: unknown field")
 
 
-def param_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+def param_shapes(spec) -> dict[str, tuple[int, ...]]:
     """Every parameter's name and shape, in layer order."""
+    if not isinstance(spec, ModelSpec):
+        from .lm import lm_param_shapes
+
+        return lm_param_shapes(spec)
     shapes: dict[str, tuple[int, ...]] = {}
     for i, (c, _, _) in enumerate(spec.conv_shapes()):
         o, k = spec.channels[i], spec.kernel
@@ -120,8 +133,12 @@ def param_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def init_params(spec: ModelSpec, seed: int) -> dict[str, torch.Tensor]:
+def init_params(spec, seed: int) -> dict[str, torch.Tensor]:
     """Initial float32 parameters (CPU), a pure function of (spec, seed)."""
+    if not isinstance(spec, ModelSpec):
+        from .lm import lm_init_params
+
+        return lm_init_params(spec, seed)
     params = {}
     shapes = param_shapes(spec)
     for name, shape in shapes.items():
@@ -160,8 +177,12 @@ class StockNet(nn.Module):
         return x
 
 
-def build_stock_model(spec: ModelSpec, params: dict[str, torch.Tensor]) -> StockNet:
-    """A :class:`StockNet` holding copies of ``params``."""
+def build_stock_model(spec, params: dict[str, torch.Tensor]) -> nn.Module:
+    """The stock module (a :class:`StockNet`, or a ``TransformerLM``) holding copies of ``params``."""
+    if not isinstance(spec, ModelSpec):
+        from .lm import TransformerLM
+
+        return TransformerLM(spec, params)
     net = StockNet(spec)
     net.load_state_dict({k: v.clone() for k, v in params.items()})
     return net

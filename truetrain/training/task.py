@@ -19,7 +19,7 @@ from .gemm_check import engine_for
 from .repro_net import ReproNet
 from .repro_ops import first_argmax
 from .rng import derive_key
-from .trainer import as_checkpoint, start_checkpoint, train
+from .trainer import as_checkpoint, as_shard, start_checkpoint, train
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: i
     if keccak256(bytes(shard_bytes)) != manifest.shards[shard_index].hash:
         raise DatasetError(f"shard {shard_index} bytes do not match the manifest's hash")
     ckpt0 = task_start(manifest, start_checkpoint_data, shard_index, round_index)
-    checkpoints, losses = train(manifest, decode_shard(shard_bytes), ckpt0,
+    checkpoints, losses = train(manifest, as_shard(shard_bytes, manifest), ckpt0,
                                 manifest.steps_per_task, every=manifest.checkpoint_interval,
                                 micro_batch=micro_batch, device=device)
     encoded = [c.to_bytes() for c in checkpoints]

@@ -16,7 +16,10 @@ hash like any user's data.
 from __future__ import annotations
 
 import sysconfig
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import DatasetError
 
@@ -129,3 +132,17 @@ def decode_text_shard(blob: bytes) -> bytes:
     if not blob.startswith(TEXT_MAGIC):
         raise DatasetError("not a text shard (bad magic)")
     return _utf8(blob[len(TEXT_MAGIC):], "text shard")
+
+
+@dataclass(frozen=True)
+class TextShard:
+    """A text shard's bytes as uint8 tokens."""
+
+    tokens: np.ndarray  # uint8 (n,)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> "TextShard":
+        return cls(np.frombuffer(decode_text_shard(blob), dtype=np.uint8))
+
+    def __len__(self) -> int:
+        return len(self.tokens)

@@ -20,16 +20,24 @@ from .checkpoint import Checkpoint, decode_checkpoint
 from .datasets import Shard, decode_shard
 from .gemm_check import engine_for
 from .intgemm import GemmEngine
+from .lm import repro_gradients
 from .manifest import Manifest, load_manifest
 from .models import build_stock_model, param_shapes
 from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update, stock_step
 from .repro_ops import xent_loss
 from .repro_net import ReproNet
 from .rng import batch_indices
+from .text import TextShard
 
 
-def as_shard(data) -> Shard:
-    return data if isinstance(data, Shard) else decode_shard(data)
+def as_shard(data, manifest: Manifest | None = None):
+    """A :class:`Shard` (classification) or a :class:`TextShard` (a manifest's LM), from
+    shard bytes or as given."""
+    if isinstance(data, (Shard, TextShard)):
+        return data
+    if manifest is not None and manifest.model.kind == "lm":
+        return TextShard.from_bytes(data)
+    return decode_shard(data)
 
 
 def as_checkpoint(data) -> Checkpoint:
@@ -66,19 +74,27 @@ class TrainRun:
     process); every engine gives the same bits.
     """
 
-    def __init__(self, manifest: Manifest, shard: Shard, ckpt: Checkpoint, *,
+    def __init__(self, manifest: Manifest, shard, ckpt: Checkpoint, *,
                  device=None, micro_batch: int | None = None, engine: GemmEngine | None = None):
         self.m = manifest
         spec = manifest.model
-        if shard.x.shape[1] != spec.features:
-            raise DatasetError(f"shard has {shard.x.shape[1]} features, model wants "
-                               f"{spec.features}")
-        if int(shard.y.max()) >= spec.classes:
-            raise DatasetError(f"shard label {int(shard.y.max())} >= classes {spec.classes}")
         self.device = torch.device(device or "cpu")
-        self.x = torch.from_numpy(shard.x).to(self.device)
-        self.y = torch.from_numpy(shard.y).to(self.device)
-        self.n = len(shard)
+        self.lm = spec.kind == "lm"
+        if self.lm:
+            if not isinstance(shard, TextShard) or len(shard) < spec.seq_len + 1:
+                raise DatasetError(f"a text shard of at least {spec.seq_len + 1} bytes is needed "
+                                   f"(sequence length {spec.seq_len} + 1)")
+            self.tokens = torch.from_numpy(shard.tokens.copy()).to(self.device)
+            self.n = len(shard) - spec.seq_len  # windows of seq_len + 1 bytes
+        else:
+            if not isinstance(shard, Shard) or shard.x.shape[1] != spec.features:
+                raise DatasetError(f"shard has {getattr(shard, 'x', np.zeros((0, 0))).shape[1]} features, "
+                                   f"model wants {spec.features}")
+            if int(shard.y.max()) >= spec.classes:
+                raise DatasetError(f"shard label {int(shard.y.max())} >= classes {spec.classes}")
+            self.x = torch.from_numpy(shard.x).to(self.device)
+            self.y = torch.from_numpy(shard.y).to(self.device)
+            self.n = len(shard)
         self.step, self.rng_key = ckpt.step, ckpt.rng_key
         self.micro_batch = micro_batch
         params = ckpt.group("model")
@@ -88,13 +104,18 @@ class TrainRun:
         if set(state) != set(fresh):
             raise CheckpointError(f"optimizer state {sorted(state)} does not match "
                                   f"{manifest.optimizer.kind}'s {sorted(fresh)}")
-        self.params = {k: v.to(self.device).clone() for k, v in params.items()}
         self.state = {k: v.to(self.device).clone() for k, v in state.items()}
         self._perm_cache: dict = {}
         self._losses: list = []
-        if manifest.repro:
+        if manifest.repro and self.lm:  # the module's parameters are the ones updated
+            self.module = build_stock_model(spec, params).to(self.device)
+            self.params = {k: p.data for k, p in self.module.named_parameters()}
+            self.engine = engine or engine_for(self.device)
+        elif manifest.repro:
+            self.params = {k: v.to(self.device).clone() for k, v in params.items()}
             self.net = ReproNet(spec, engine or engine_for(self.device), manifest.limbs)
         else:
+            self.params = {k: v.to(self.device).clone() for k, v in params.items()}
             self.module = build_stock_model(spec, self.params).to(self.device)
             self.opt = build_stock_optimizer(manifest.optimizer, self.module, self.state)
 
@@ -102,17 +123,25 @@ class TrainRun:
         idx = batch_indices(self.rng_key, self.n, self.m.batch_size, self.step,
                             self._perm_cache)
         idx = torch.from_numpy(idx).to(self.device)
+        if self.lm:  # windows of seq_len + 1 bytes: inputs and their next bytes
+            seq = self.m.model.seq_len
+            window = self.tokens[idx.unsqueeze(1) + torch.arange(seq + 1, device=self.device)].long()
+            return window[:, :-1], window[:, 1:]
         return self.x.index_select(0, idx), self.y.index_select(0, idx)
 
     def run_step(self) -> None:
         xb, yb = self._batch()
-        if self.m.repro:
+        if self.m.repro and self.lm:
+            grads, parts = repro_gradients(self.module, xb, yb, self.engine, self.m.limbs, self.micro_batch)
+            repro_update(self.m.optimizer, self.params, grads, self.state)
+            self._losses.append(tuple(torch.cat(t) for t in zip(*parts)))
+        elif self.m.repro:
             grads, sumexp, target = self.net.gradients(self.params, xb, yb, self.micro_batch)
             repro_update(self.m.optimizer, self.params, grads, self.state)
             self._losses.append((sumexp, target))
         else:
             self.opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(self.module(xb), yb)
+            loss = self.module.loss(xb, yb) if self.lm else F.cross_entropy(self.module(xb), yb)
             loss.backward()
             stock_step(self.m.optimizer, self.module, self.opt, self.state)
             self._losses.append(loss.detach())
@@ -164,7 +193,7 @@ def train(manifest, shard, ckpt, steps: int, *, every: int | None = None,
     if steps < 0:
         raise TrainingError("steps must be >= 0")
     every = every or steps or 1
-    run = TrainRun(manifest, as_shard(shard), ckpt, device=device, micro_batch=micro_batch)
+    run = TrainRun(manifest, as_shard(shard, manifest), ckpt, device=device, micro_batch=micro_batch)
     checkpoints, losses = [ckpt], []
     for i in range(1, steps + 1):
         run.run_step()
