@@ -181,6 +181,13 @@ _EAGER = {"quantize_left": _quantize_left, "quantize_right": _quantize_right,
           "softmax_xent": softmax_xent}
 
 
+def _register_elementwise() -> None:
+    """The op library's float64 elementwise chains (GELU), compiled like softmax_xent."""
+    from .ops.elementwise import gelu_backward, gelu_forward
+
+    _EAGER.update({"gelu": gelu_forward, "gelu_backward": gelu_backward})
+
+
 #: Kernels compiled from another formulation than their eager twin (same bits, self-tested).
 _COMPILED_FROM = {
     "relu": _relu_selects, "apply_mask": _apply_mask_selects, "planes": planes_stacked,
@@ -191,6 +198,8 @@ _COMPILED_FROM = {
 
 def kernel(name: str):
     """The compiled kernel ``name``, or its eager twin when compiling is not possible."""
+    if name not in _EAGER:
+        _register_elementwise()
     if name in _broken:
         return _EAGER[name]
     with _lock:
@@ -203,7 +212,8 @@ def kernel(name: str):
 
 def twins_agree(name: str, *args) -> bool:
     """Whether compiled kernel ``name`` gives its eager twin's bits on ``args``."""
-    got, want = call(name, *args), _EAGER[name](*args)
+    got = call(name, *args)
+    want = _EAGER[name](*args)
     if isinstance(want, torch.Tensor):
         got, want = (got,), (want,)
     return all(g.dtype == w.dtype and torch.equal(_bits(g.cpu()), _bits(w.cpu())) for g, w in zip(got, want, strict=True))
@@ -279,6 +289,8 @@ def verifying():
 def run(name: str, fuse: bool, *args):
     """Kernel ``name`` compiled (``fuse``, and the first argument large enough) or eager:
     the same bits either way."""
+    if name not in _EAGER:
+        _register_elementwise()
     return call(name, *args) if worth_it(fuse, args[0].numel(), args[0].device) else _EAGER[name](*args)
 
 
