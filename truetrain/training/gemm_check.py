@@ -133,6 +133,9 @@ def fused_kernels_differ(device: str, kernel=_int_mm) -> str | None:
 
 def _fused_gradient_kernels_differ(g: torch.Tensor, left: Operand, limbs: int) -> str | None:
     """The first fused training-step kernel whose bits differ from its eager twin."""
+    from .ops.attention import softmax_causal
+    from .ops.elementwise import ln_forward
+
     rows = left.scale
     amax = intgemm_fused.call("column_maxima", g, rows)[0]
     up, _ = pow2_scales(amax, operand_bits(limbs))
@@ -147,6 +150,13 @@ def _fused_gradient_kernels_differ(g: torch.Tensor, left: Operand, limbs: int) -
     cases["softmax_xent"] = (logits, labels, 100)  # not a power of two: a true division
     wide = torch.cat([signed[:, :12] * 4, torch.full_like(g[:, :1], 7.0)], 1)  # erf's table ends at 6
     cases["gelu"], cases["gelu_backward"] = (wide,), (wide, g[:, :13])
+    rows = g[:, :24]
+    gain, shift = torch.linspace(-2, 2, 24, device=g.device), torch.linspace(1, -1, 24, device=g.device)
+    _, xhat, rstd = ln_forward(rows, gain, shift, 1e-5)
+    cases["ln_forward"], cases["ln_backward"] = (rows, gain, shift, 1e-5), (g[:, 1:25], xhat, rstd, gain)
+    scores = (g[:, :g.shape[0]] * 30).unsqueeze(0).repeat(2, 1, 1)  # (2, T, T): rows past exp's floor
+    cases["softmax_causal"] = (scores,)
+    cases["softmax_backward"] = (softmax_causal(scores), scores * 0.01, 0.125)
     return next((name for name, args in cases.items() if not intgemm_fused.twins_agree(name, *args)), None)
 
 

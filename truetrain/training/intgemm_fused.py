@@ -182,10 +182,14 @@ _EAGER = {"quantize_left": _quantize_left, "quantize_right": _quantize_right,
 
 
 def _register_elementwise() -> None:
-    """The op library's float64 elementwise chains (GELU), compiled like softmax_xent."""
-    from .ops.elementwise import gelu_backward, gelu_forward
+    """The op library's float64 chains (GELU, LayerNorm, attention's softmax), compiled
+    like softmax_xent."""
+    from .ops.attention import softmax_backward, softmax_causal
+    from .ops.elementwise import gelu_backward, gelu_forward, ln_backward, ln_forward
 
-    _EAGER.update({"gelu": gelu_forward, "gelu_backward": gelu_backward})
+    _EAGER.update({"gelu": gelu_forward, "gelu_backward": gelu_backward, "ln_forward": ln_forward,
+                   "ln_backward": ln_backward, "softmax_causal": softmax_causal,
+                   "softmax_backward": softmax_backward})
 
 
 #: Kernels compiled from another formulation than their eager twin (same bits, self-tested).
@@ -305,3 +309,4 @@ def call(name: str, *args):
         log.warning("fused GEMM kernel %s unavailable, using eager: %s", name,
                     str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
         return _EAGER[name](*args)
+

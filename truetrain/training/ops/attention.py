@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from ..intgemm import _quantize_with, operand_bits, pow2_scales
 from ..repro_ops import F32, F64, exp64, tree_sum, unit_row_sum
+from .. import intgemm_fused
 from .step import ReproStep
 
 
@@ -39,17 +40,28 @@ def _causal_mask(t: int, device) -> torch.Tensor:
     return torch.ones((t, t), dtype=torch.bool, device=device).triu_(1)
 
 
+def softmax_causal(s: torch.Tensor) -> torch.Tensor:
+    """float32 row softmax of (N, T, T) scores with the future masked: float64, the
+    project's exp, exact row sums, one rounding."""
+    n, t, _ = s.shape
+    z = s.to(F64).masked_fill(_causal_mask(t, s.device), float("-inf"))
+    e = exp64(z - z.amax(-1, keepdim=True))
+    return (e / unit_row_sum(e.view(n * t, t)).view(n, t, 1)).to(F32)
+
+
+def softmax_backward(p: torch.Tensor, dp: torch.Tensor, scale: float) -> torch.Tensor:
+    """float32 ``scale * p * (dp - rowsum(dp * p))`` (float64 inside, fixed-order row sums)."""
+    p64, dp64 = p.to(F64), dp.to(F64)
+    return (p64 * (dp64 - tree_sum(dp64 * p64).unsqueeze(-1))).to(F32) * scale
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, step: ReproStep):
         limbs = step.limbs
         q, k, v = (t.detach() for t in (q, k, v))
-        n, t, d = q.shape
-        scale = float(torch.tensor(d, dtype=F32).rsqrt())  # float32 1/sqrt(d)
-        s = bmm_exact(q, k.transpose(1, 2), limbs) * scale
-        z = s.to(F64).masked_fill(_causal_mask(t, q.device), float("-inf"))
-        e = exp64(z - z.amax(-1, keepdim=True))
-        p = (e / unit_row_sum(e.view(n * t, t)).view(n, t, 1)).to(F32)
+        scale = float(torch.tensor(q.shape[-1], dtype=F32).rsqrt())  # float32 1/sqrt(d)
+        p = intgemm_fused.run("softmax_causal", step.fuse, bmm_exact(q, k.transpose(1, 2), limbs) * scale)
         ctx.step, ctx.scale = step, scale
         ctx.save_for_backward(q, k, v, p)
         return bmm_exact(p, v, limbs)
@@ -59,9 +71,8 @@ class _Attention(torch.autograd.Function):
         q, k, v, p = ctx.saved_tensors
         limbs, g = ctx.step.limbs, g.contiguous()
         dv = bmm_exact(p.transpose(1, 2), g, limbs)
-        dp = bmm_exact(g, v.transpose(1, 2), limbs).to(F64)
-        p64 = p.to(F64)
-        ds = (p64 * (dp - tree_sum(dp * p64).unsqueeze(-1))).to(F32) * ctx.scale
+        dp = bmm_exact(g, v.transpose(1, 2), limbs)
+        ds = intgemm_fused.run("softmax_backward", ctx.step.fuse, p, dp, ctx.scale)
         dq = bmm_exact(ds, k, limbs)
         dk = bmm_exact(ds.transpose(1, 2), q, limbs)
         return dq, dk, dv, None

@@ -27,26 +27,39 @@ def _row_mean(x64: torch.Tensor) -> torch.Tensor:
     return tree_sum(x64) / x64.shape[-1]
 
 
+def ln_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    """``(y, xhat, rstd)``: float32 ``y`` and the float64 normalised rows and 1/std."""
+    x64 = x.to(F64)
+    centred = x64 - _row_mean(x64).unsqueeze(-1)
+    rstd = 1.0 / torch.sqrt(_row_mean(centred * centred) + eps)
+    xhat = centred * rstd.unsqueeze(-1)
+    return (xhat * weight.to(F64) + bias.to(F64)).to(F32), xhat, rstd
+
+
+def ln_backward(g: torch.Tensor, xhat: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor):
+    """``(dx, g * xhat)`` (float32): the input gradient and the gain's per-row terms."""
+    g64 = g.to(F64)
+    dxhat = g64 * weight.to(F64)
+    inner = dxhat - _row_mean(dxhat).unsqueeze(-1) - xhat * _row_mean(dxhat * xhat).unsqueeze(-1)
+    return (inner * rstd.unsqueeze(-1)).to(F32), (g64 * xhat).to(F32)
+
+
 class _LayerNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, eps: float, step: ReproStep, name: str):
-        x64 = x.detach().to(F64)
-        centred = x64 - _row_mean(x64).unsqueeze(-1)
-        rstd = 1.0 / torch.sqrt(_row_mean(centred * centred) + eps)
-        xhat = centred * rstd.unsqueeze(-1)
+        y, xhat, rstd = intgemm_fused.run("ln_forward", step.fuse, x.detach(), weight.detach(), bias.detach(), eps)
         ctx.step, ctx.name = step, name
         ctx.save_for_backward(xhat, rstd, weight.detach())
-        return (xhat * weight.detach().to(F64) + bias.detach().to(F64)).to(F32)
+        return y
 
     @staticmethod
     def backward(ctx, g):
         xhat, rstd, weight = ctx.saved_tensors
         step, g = ctx.step, g.contiguous()
+        dx, gx = intgemm_fused.run("ln_backward", step.fuse, g, xhat, rstd, weight)
         step.book.columns(ctx.name + ".bias", g)
-        step.book.columns(ctx.name + ".weight", (g.to(F64) * xhat).to(F32))
-        dxhat = g.to(F64) * weight.to(F64)
-        inner = dxhat - _row_mean(dxhat).unsqueeze(-1) - xhat * _row_mean(dxhat * xhat).unsqueeze(-1)
-        return (inner * rstd.unsqueeze(-1)).to(F32), None, None, None, None, None
+        step.book.columns(ctx.name + ".weight", gx)
+        return dx, None, None, None, None, None
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
