@@ -33,7 +33,8 @@ def compute_task(reader, task_id: int, *, device=None) -> ComputedResult:
     job_id, round_index, index = decode_task_id(task_id)
     manifest = reader.manifest(job_id)
     if index == len(manifest.shards):
-        merged = aggregate(manifest, round_index, reader.contributions(job_id, round_index))
+        start = reader.round_start(job_id, round_index) if manifest.outer is not None else None
+        merged = aggregate(manifest, round_index, reader.contributions(job_id, round_index), start)
         return ComputedResult(task_id, merged.hash(), aggregated=merged)
     result = run_task(manifest, reader.shard(job_id, index), reader.round_start(job_id, round_index),
                       index, round_index, device=device)

@@ -23,8 +23,8 @@ MANIFEST_VERSION = 1
 _HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
 _TOP = {"version", "name", "seed", "numeric_mode", "limbs", "model", "optimizer",
         "batch_size", "steps_per_task", "checkpoint_interval", "rounds", "shards", "test_set",
-        "initial_checkpoint"}
-_OPTIONAL_TOP = {"initial_checkpoint", "limbs"}
+        "initial_checkpoint", "outer"}
+_OPTIONAL_TOP = {"initial_checkpoint", "limbs", "outer"}
 
 
 #: The market stores a task's checkpoint count in 16 bits (JobParams.checkpointLeaves).
@@ -37,6 +37,16 @@ class DataRef:
     cid: str
     hash: bytes
     samples: int | None = None
+
+
+@dataclass(frozen=True)
+class OuterSpec:
+    """DiLoCo's outer optimizer: SGD with (Nesterov) momentum on the round's pseudo-gradient
+    (global minus the weighted mean of the workers' models). lr 1, momentum 0 is FedAvg."""
+
+    lr: float = 0.7
+    momentum: float = 0.9
+    nesterov: bool = True
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,7 @@ class Manifest:
     shards: tuple[DataRef, ...]
     test_set: DataRef
     initial_checkpoint: DataRef | None
+    outer: OuterSpec | None = None
 
     @property
     def repro(self) -> bool:
@@ -213,7 +224,20 @@ def validate_manifest(raw) -> Manifest:
     init = raw.get("initial_checkpoint")
     init_ref = None if init is None else _ref(init, "initial_checkpoint", False)
     return Manifest(raw, name, seed, mode, limbs, model, optimizer, batch, steps, interval, rounds,
-                    refs, test, init_ref)
+                    refs, test, init_ref, _outer(raw.get("outer")))
+
+
+def _outer(raw) -> OuterSpec | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ManifestError("outer: expected an object")
+    _obj(raw, "outer", {"lr", "momentum", "nesterov"}, set())
+    nesterov = raw.get("nesterov", True)
+    if not isinstance(nesterov, bool):
+        raise ManifestError(f"outer.nesterov: expected true or false, got {nesterov!r}")
+    return OuterSpec(_num(raw.get("lr", 0.7), "outer.lr", 0, 10, lo_open=True, hi_open=False),
+                     _num(raw.get("momentum", 0.9), "outer.momentum", 0, 1), nesterov)
 
 
 def load_manifest(source) -> Manifest:
@@ -232,7 +256,7 @@ def build_manifest(*, name: str, seed: int, model: dict, optimizer: dict, batch_
                    steps_per_task: int, checkpoint_interval: int, rounds: int,
                    shards: list[dict], test_set: dict, numeric_mode: str = "repro",
                    limbs: int = DEFAULT_LIMBS,
-                   initial_checkpoint: dict | None = None) -> Manifest:
+                   initial_checkpoint: dict | None = None, outer: dict | None = None) -> Manifest:
     """Assemble and validate a manifest (``shards``/``test_set`` as from
     :func:`~truetrain.training.datasets.publish_dataset`); a repro manifest always names
     its ``limbs``, so equal settings give equal bytes."""
@@ -245,4 +269,6 @@ def build_manifest(*, name: str, seed: int, model: dict, optimizer: dict, batch_
         raw["limbs"] = limbs
     if initial_checkpoint is not None:
         raw["initial_checkpoint"] = initial_checkpoint
+    if outer is not None:
+        raw["outer"] = outer
     return validate_manifest(json.loads(canonical_json(raw)))
