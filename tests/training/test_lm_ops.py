@@ -125,3 +125,25 @@ def test_lmTask_stockMode_runs(corpus, make_manifest):
     manifest, blobs = _lm_manifest(make_manifest, shards, held, mode="stock")
     result = run_task(manifest, blobs[0], None, 0, 0)
     assert len(result.checkpoint_hashes) == 3 and 4.0 < result.metrics["train_loss"][0] < 6.0
+
+
+def test_heldoutMetrics_andSampling_deterministic(corpus, make_manifest):
+    from truetrain.training import run_task
+    from truetrain.training.lm_eval import heldout_metrics, sample
+    from truetrain.training.text import encode_text_shard
+
+    shards, held = corpus
+    manifest, blobs = _lm_manifest(make_manifest, shards, held, steps_per_task=30, checkpoint_interval=30,
+                                   optimizer={"kind": "adamw", "lr": 0.01})
+    result = run_task(manifest, blobs[0], None, 0, 0)
+    before = heldout_metrics(manifest, result.checkpoints[0], encode_text_shard(held))
+    after = heldout_metrics(manifest, result.final_checkpoint, encode_text_shard(held))
+    assert before["bytes"] == after["bytes"] > 0
+    assert abs(before["bits_per_byte"] - 8.0) < 0.3  # an untrained model: about uniform over 256
+    assert after["bits_per_byte"] < before["bits_per_byte"] - 1.0  # 30 steps already learn bytes
+    assert after == heldout_metrics(manifest, result.final_checkpoint, encode_text_shard(held))
+    text = sample(manifest, result.final_checkpoint, b"def ", 12)
+    assert len(text) == 12 and text == sample(manifest, result.final_checkpoint, b"def ", 12)
+    hot = sample(manifest, result.final_checkpoint, b"def ", 12, temperature=1.0, seed=5)
+    assert hot == sample(manifest, result.final_checkpoint, b"def ", 12, temperature=1.0, seed=5)
+    assert hot != sample(manifest, result.final_checkpoint, b"def ", 12, temperature=1.0, seed=6)
