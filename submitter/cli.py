@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from submitter.accounts import identity, token
-from truetrain.cli_options import ADDRESS, TokenAmountType, emit, format_tokens, json_option, session_options
+from truetrain.cli_options import ADDRESS, Refused, TokenAmountType, emit, format_tokens, json_option, session_options
 from truetrain.market.jobs import DEFAULT_TERMS
 
 
@@ -49,20 +49,36 @@ def job() -> None:
 
 
 @job.command("submit")
-@click.option("--name", default="digits-mlp", show_default=True, help="Job name recorded in the manifest.")
+@click.option("--name", help="Job name recorded in the manifest [default: digits-mlp, or text-lm].")
 @click.option("--dataset", type=DatasetType(), default="digits", show_default=True,
               help="'digits' or a .npz with arrays x, y (and optionally x_test, y_test).")
-@click.option("--model", type=click.Choice(["mlp"]), default="mlp", show_default=True, help="Model family.")
+@click.option("--model", type=click.Choice(["mlp", "lm"]), default="mlp", show_default=True,
+              help="Model family: an MLP classifier, or a byte-level transformer language model.")
+@click.option("--data", type=click.Path(exists=True),
+              help="--model lm: a UTF-8 text file or a folder of them [default: the built-in corpus, the "
+                   "Python standard library's source].")
 @click.option("--hidden", type=click.IntRange(1, 65536), default=128, show_default=True,
               help="Hidden width: the MLP is [features, hidden, classes].")
+@click.option("--d-model", type=click.IntRange(8, 4096), default=256, show_default=True, help="LM: width.")
+@click.option("--layers", type=click.IntRange(1, 96), default=4, show_default=True, help="LM: blocks.")
+@click.option("--heads", type=click.IntRange(1, 64), default=4, show_default=True, help="LM: attention heads.")
+@click.option("--seq-len", type=click.IntRange(2, 8192), default=128, show_default=True, help="LM: context bytes.")
+@click.option("--outer-lr", type=click.FloatRange(0, 10, min_open=True),
+              help="LM: DiLoCo outer learning rate [default: 0.7; with --outer-momentum 0 and 1.0: FedAvg].")
+@click.option("--outer-momentum", type=click.FloatRange(0, 1, max_open=True),
+              help="LM: DiLoCo outer Nesterov momentum [default: 0.9].")
+@click.option("--warmup", type=click.IntRange(0, 10**6), default=0, show_default=True,
+              help="AdamW: warm-up steps of the learning-rate schedule.")
 @click.option("--shards", type=click.IntRange(1, 1024), default=3, show_default=True, help="Training tasks per round.")
 @click.option("--rounds", type=click.IntRange(1, 1024), default=3, show_default=True, help="Rounds of train-then-aggregate.")
 @click.option("--steps", type=click.IntRange(1, 10**6), default=60, show_default=True, help="Optimizer steps per task.")
-@click.option("--batch-size", type=click.IntRange(1, 65536), default=32, show_default=True, help="Samples per step.")
+@click.option("--batch-size", type=click.IntRange(1, 65536), help="Samples (LM: sequences) per step [default: 32 for mlp, 8 for lm].")
 @click.option("--checkpoint-interval", type=click.IntRange(1, 10**6), default=20, show_default=True,
               help="Steps between committed checkpoints (must divide --steps).")
-@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd", show_default=True, help="Optimizer.")
-@click.option("--lr", type=click.FloatRange(0, 10, min_open=True), default=0.1, show_default=True, help="Learning rate.")
+@click.option("--optimizer", type=click.Choice(["sgd", "adam", "adamw"]),
+              help="Optimizer [default: sgd for mlp, adamw (cosine schedule, clipping) for lm].")
+@click.option("--lr", type=click.FloatRange(0, 10, min_open=True),
+              help="Learning rate [default: 0.1 for mlp, 0.003 for lm].")
 @click.option("--momentum", type=click.FloatRange(0, 1, max_open=True), default=0.9, show_default=True,
               help="SGD momentum.")
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=3, show_default=True,
@@ -89,8 +105,8 @@ def job() -> None:
               help="Blocks a result stands before it is final (at least the compute window).")
 @click.option("--device-class", type=click.IntRange(0, 255), default=1, show_default=True,
               help="Least device class a worker needs (1 cpu, 2 cuda).")
-@click.option("--memory-mib", type=click.IntRange(0, 2**32 - 1), default=1024, show_default=True,
-              help="Least device memory a worker needs.")
+@click.option("--memory-mib", type=click.IntRange(0, 2**32 - 1),
+              help="Least device memory a worker needs [default: 1024, or what the LM needs to train if more].")
 @click.option("--region", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Preferred region code (0: none).")
 @click.option("--expiry-blocks", type=click.IntRange(1, 2**63), default=100_000, show_default=True,
@@ -98,7 +114,8 @@ def job() -> None:
 @click.option("--no-approve", is_flag=True, help="Use the existing allowance instead of approving the escrow.")
 @json_option
 @session_options(signing=True)
-def job_submit(session, as_json, name, dataset, model, hidden, shards, rounds, steps, batch_size, checkpoint_interval,
+def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, layers, heads, seq_len, outer_lr,
+               outer_momentum, warmup, shards, rounds, steps, batch_size, checkpoint_interval,
                optimizer, lr, momentum, seed, numeric_mode, limbs, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
                accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
                expiry_blocks, no_approve):
@@ -110,13 +127,28 @@ def job_submit(session, as_json, name, dataset, model, hidden, shards, rounds, s
     from submitter.jobs import TrainingSpec, plan_job, submit_job
     from truetrain.market.jobs import JobTerms
 
-    spec = TrainingSpec(name, dataset, hidden, shards, rounds, steps, batch_size, checkpoint_interval, optimizer, lr,
-                        momentum, seed, numeric_mode, limbs)
+    lm = model == "lm"
+    batch_size = batch_size or (8 if lm else 32)
+    if memory_mib is None:
+        from submitter.jobs import lm_memory_mib
+
+        memory_mib = 1024 if not lm else max(1024, lm_memory_mib(
+            {"d_model": d_model, "n_layers": layers, "n_heads": heads, "seq_len": seq_len}, batch_size))
+    if data is not None and not lm:
+        raise Refused("--data is the text of --model lm; an MLP's data is --dataset")
+    outer = None
+    if lm and (outer_lr, outer_momentum) != (1.0, 0.0):
+        outer = {"lr": 0.7 if outer_lr is None else outer_lr, "momentum": 0.9 if outer_momentum is None else outer_momentum}
+    spec = TrainingSpec(name or ("text-lm" if lm else "digits-mlp"), (data or "demo") if lm else dataset, hidden, shards, rounds, steps, batch_size,
+                        checkpoint_interval, optimizer or ("adamw" if lm else "sgd"), lr or (0.003 if lm else 0.1),
+                        momentum, seed, numeric_mode, limbs, model,
+                        {"d_model": d_model, "n_layers": layers, "n_heads": heads, "seq_len": seq_len} if lm else None,
+                        outer, warmup)
     terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
                      challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks)
     plan = plan_job(spec, terms)
     created = submit_job(session, plan, approve=not no_approve)
-    lines = [f"job {created['job_id']} created: {shards} shards x {rounds} rounds ({created['tasks']} tasks), "
+    lines = [f"job {created['job_id']} created: {created['model']}, {shards} shards x {rounds} rounds ({created['tasks']} tasks), "
              f"escrow {created['escrow']} TRAIN; manifest {created['manifest_cid']}"]
     if created["identity"]:
         lines.insert(0, created["identity"])

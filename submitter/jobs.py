@@ -9,6 +9,7 @@ submission leaves neither IPFS objects nor transactions behind.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 from truetrain.cli_options import ROLE_BITS, Refused, Session, format_tokens
@@ -40,11 +41,24 @@ class TrainingSpec:
     numeric_mode: str
     #: int8 limbs per GEMM operand in repro mode (None: the default, 2).
     limbs: int | None = None
+    #: "mlp" (``dataset``: digits or a .npz) or "lm" (``dataset``: a text file or folder, or "demo")
+    model: str = "mlp"
+    #: an LM's shape: d_model, n_layers, n_heads, seq_len
+    lm: dict | None = None
+    #: DiLoCo's outer step {"lr", "momentum"} (None: FedAvg)
+    outer: dict | None = None
+    #: AdamW's warm-up steps
+    warmup: int = 0
 
     def optimizer_spec(self) -> dict:
         if self.optimizer == "sgd":
             return {"kind": "sgd", "lr": self.lr, "momentum": self.momentum}
+        if self.optimizer == "adamw":
+            return {"kind": "adamw", "lr": self.lr, "warmup_steps": self.warmup}
         return {"kind": "adam", "lr": self.lr}
+
+    def model_spec(self, widths: list[int]) -> dict:
+        return {"kind": "lm", **self.lm} if self.model == "lm" else {"kind": "mlp", "widths": widths}
 
 
 @dataclass(frozen=True)
@@ -65,12 +79,45 @@ class JobPlan:
         return self.spec.steps * self.spec.batch_size
 
 
+def lm_memory_mib(lm: dict, batch: int) -> int:
+    """About how much memory training the LM takes: parameters, gradients and AdamW's two
+    moments (16 bytes a parameter), the activations a step keeps (per layer some 34 floats
+    a token and channel plus 5 per attention score), and the runtime's own ~300 MiB."""
+    from truetrain.training.lm import lm_param_shapes, parse_lm_spec
+
+    spec = parse_lm_spec({"kind": "lm", **lm})
+    params = sum(math.prod(s) for s in lm_param_shapes(spec).values())
+    tokens = batch * spec.seq_len
+    activations = 4 * tokens * spec.n_layers * (34 * spec.d_model + 5 * spec.n_heads * spec.seq_len)
+    return math.ceil((16 * params + activations) / 2**20) + 300
+
+
+def plan_text_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
+    """An LM job's checks: the text reads and splits into the shards and a held-out part,
+    the model's shape is valid, and the workers' declared memory holds it."""
+    from truetrain.training.text import demo_corpus, read_text, split_text
+
+    need = lm_memory_mib(spec.lm, spec.batch_size)
+    if need > terms.memory_mib:
+        raise ConfigError(f"the model needs about {need:,} MiB to train (parameters, optimizer state, activations), "
+                          f"more than --memory-mib {terms.memory_mib:,}: raise it or shrink the model or batch")
+    text = demo_corpus() if spec.dataset == "demo" else read_text(spec.dataset)
+    shards, held = split_text(text, spec.shards, spec.lm["seq_len"])
+    plan = JobPlan(spec, (shards, held), [], terms)
+    build_job_manifest(spec, plan)
+    if plan.escrow > MAX_ESCROW_WEI:
+        raise ConfigError(f"escrow {format_tokens(plan.escrow)} TRAIN is more than the market can hold")
+    return plan
+
+
 def plan_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
     """Check the submission without any node; raise :class:`ConfigError` or ``DatasetError``."""
     if spec.limbs is not None and spec.numeric_mode != "repro":
         raise ConfigError("--limbs applies to --numeric-mode repro only")
     if spec.steps % spec.checkpoint_interval:
         raise ConfigError(f"--checkpoint-interval {spec.checkpoint_interval} must divide --steps {spec.steps}")
+    if spec.model == "lm":
+        return plan_text_job(spec, terms)
     data = load_dataset(spec.dataset)
     x_train, y_train, _, _ = split_test(data, spec.seed)
     if spec.shards > len(y_train):
@@ -82,6 +129,19 @@ def plan_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
     if plan.escrow > MAX_ESCROW_WEI:
         raise ConfigError(f"escrow {format_tokens(plan.escrow)} TRAIN is more than the market can hold")
     return plan
+
+
+def build_job_manifest(spec: TrainingSpec, plan: JobPlan, refs: dict | None = None):
+    """The job's manifest; without ``refs`` (nothing stored yet) stand-in data entries of
+    the right shape, so that every field is validated before anything is published."""
+    if refs is None:
+        stand_in = {"cid": "unpublished", "hash": "0x" + "00" * 32, "samples": 1}
+        refs = {"shards": [stand_in] * spec.shards, "test_set": stand_in}
+    return build_manifest(
+        name=spec.name, seed=spec.seed, numeric_mode=spec.numeric_mode, limbs=spec.limbs or DEFAULT_LIMBS,
+        model=spec.model_spec(plan.widths), optimizer=spec.optimizer_spec(),
+        batch_size=spec.batch_size, steps_per_task=spec.steps, checkpoint_interval=spec.checkpoint_interval,
+        rounds=spec.rounds, outer=spec.outer, **refs)
 
 
 def check_funds(session: Session, plan: JobPlan, approve: bool) -> None:
@@ -117,13 +177,14 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
 
     check_funds(session, plan, approve)
     spec, store = plan.spec, session.store
-    refs = publish_dataset(store, plan.data, num_shards=spec.shards, seed=spec.seed)
-    manifest = build_manifest(
-        name=spec.name, seed=spec.seed, numeric_mode=spec.numeric_mode, limbs=spec.limbs or DEFAULT_LIMBS,
-        model={"kind": "mlp", "widths": plan.widths}, optimizer=spec.optimizer_spec(),
-        batch_size=spec.batch_size, steps_per_task=spec.steps, checkpoint_interval=spec.checkpoint_interval,
-        rounds=spec.rounds, **refs,
-    )
+    manifest = build_job_manifest(spec, plan)  # checked before anything is stored
+    if spec.model == "lm":
+        from truetrain.training.text import publish_text
+
+        refs = publish_text(store, *plan.data)
+    else:
+        refs = publish_dataset(store, plan.data, num_shards=spec.shards, seed=spec.seed)
+    manifest = build_job_manifest(spec, plan, refs)
     stored = store.add_bytes(manifest.to_bytes())
     registered = ensure_submitter(session)
     contracts = session.contracts
@@ -134,7 +195,7 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
     created = contracts.market.events.JobCreated().process_receipt(receipt.raw, errors=DISCARD)
     return {"job_id": created[0]["args"]["jobId"], "escrow_wei": plan.escrow, "escrow": format_tokens(plan.escrow),
             "manifest_cid": stored.cid, "manifest_hash": "0x" + manifest.hash().hex(),
-            "shards": spec.shards, "rounds": spec.rounds, "widths": plan.widths,
+            "shards": spec.shards, "rounds": spec.rounds, "widths": plan.widths, "model": _describe(manifest),
             "tasks": (spec.shards + 1) * spec.rounds, "identity": registered, "tx": receipt.tx_hash}
 
 
@@ -144,3 +205,15 @@ def refuse_unless_submitter(job, address: str, action: str) -> None:
         raise Refused(f"job {job.job_id} was submitted by {job.submitter}, not {address}: only its submitter may {action} it")
     if job.status.name != "ACTIVE":
         raise Refused(f"job {job.job_id} is {job.status.name.lower()}, not active: nothing to {action}")
+
+
+def _describe(manifest) -> str:
+    """The model in a few words, for the command's line."""
+    model = manifest.model
+    if model.kind == "lm":
+        from truetrain.training.lm import lm_param_shapes
+
+        params = sum(math.prod(s) for s in lm_param_shapes(model).values())
+        return (f"byte-level LM d{model.d_model} x {model.n_layers} layers ({params / 1e6:.2f} M parameters, "
+                f"context {model.seq_len})")
+    return "MLP " + "-".join(str(w) for w in model.fc_widths)

@@ -47,6 +47,11 @@ class Net:
     def json(self, *args) -> dict:
         return json.loads(self.ok(*args, "--json"))
 
+    def ipfs_cat(self, cid: str) -> bytes:
+        from truetrain.storage.client import StorageClient, StorageSettings
+
+        return StorageClient(StorageSettings(api_addr=self.ipfs)).fetch_unverified(cid, max_size=64 << 20)
+
     def nonce(self, index: int) -> int:
         return self.client.w3.eth.get_transaction_count(dev_account(index).address)
 
@@ -248,6 +253,41 @@ def test_job_submit_from_npz_sizes_the_mlp_and_refuses_a_bad_one(net, tmp_path):
     assert created["widths"] == [4, 16, 3] and created["escrow_wei"] == 3 * 12 * E
     before = net.nonce(6)
     refused(net.cli("job", "submit", "--account", 6, "--dataset", bad), f"error: {bad}: .npz needs keys 'x' and 'y'")
+    assert net.nonce(6) == before
+
+
+def test_job_submit_lm_from_a_text_file_publishes_text_shards(net, tmp_path):
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"line {i}: the quick brown fox, {i * i}\n" for i in range(3000)))
+    created = net.json("job", "submit", "--account", 6, "--model", "lm", "--data", text, "--d-model", 32,
+                       "--layers", 1, "--heads", 2, "--seq-len", 32, "--shards", 2, "--rounds", 1, "--steps", 10,
+                       "--checkpoint-interval", 5, "--batch-size", 4)
+    assert created["model"].startswith("byte-level LM d32 x 1 layers (") and created["escrow_wei"] == 3 * 12 * E
+    import json
+
+    manifest = json.loads(net.ipfs_cat(created["manifest_cid"]))
+    assert manifest["model"] == {"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 32}
+    assert manifest["optimizer"]["kind"] == "adamw" and manifest["outer"] == {"lr": 0.7, "momentum": 0.9}
+    shard = net.ipfs_cat(manifest["shards"][0]["cid"])
+    assert shard.startswith(b"TTTEXT1\nline 0: the quick brown fox")
+
+
+@pytest.mark.parametrize("content, extra, message, code", [
+    (b"", [], "error: {path}: the text is empty", 1),
+    (b"ok\n\xff", [], "error: {path}: not UTF-8 text (invalid byte at offset 3)", 1),
+    (b"short text\n", [], "error: text of 11 bytes is too short: 3 shards and a held-out split need at least "
+                          "129 bytes each (sequence length 128 + 1)", 1),
+    (b"x\n" * 5000, ["--d-model", "1024", "--layers", "24", "--memory-mib", "1024"],
+     "error: the model needs about 8,423 MiB to train (parameters, optimizer state, activations), more than "
+     "--memory-mib 1,024: raise it or shrink the model or batch", 2),
+], ids=["empty", "not-utf8", "too-short", "too-big"])
+def test_job_submit_lm_bad_text_or_size_refused_before_anything_is_sent(net, tmp_path, content, extra, message,
+                                                                         code):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(content)
+    before = net.nonce(6)
+    refused(net.cli("job", "submit", "--account", 6, "--model", "lm", "--data", path, *extra),
+            message.format(path=path), code=code)
     assert net.nonce(6) == before
 
 

@@ -146,3 +146,16 @@ class TextShard:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+
+def publish_text(store, shards: list[bytes], held_out: bytes) -> dict:
+    """Store every text shard and the held-out split with ``store.add_bytes``; return the
+    manifest's ``{"shards": [...], "test_set": {...}}`` entries (samples: bytes of text)."""
+    from ..hashing import keccak256, to_hex32
+
+    def ref(text: bytes) -> dict:
+        blob = encode_text_shard(text)
+        obj = store.add_bytes(blob)
+        return {"cid": str(obj.cid), "hash": to_hex32(keccak256(blob)), "samples": len(text)}
+
+    return {"shards": [ref(s) for s in shards], "test_set": ref(held_out)}
