@@ -283,8 +283,35 @@ def job_results(session, as_json, job_id, out_dir):
 
     summary = collect_results(session.reader, job_id, out_dir)
     files = summary["files"]
-    emit(summary, as_json, f"job {job_id}: held-out accuracy {summary['test_accuracy']:.1%} after "
-                           f"{summary['rounds']} round(s); wrote {files['model']}, {files['plot']}, {files['summary']}")
+    if "test_bits_per_byte" in summary:
+        by_round = ", ".join(f"{r['test_bits_per_byte']:.3f}" for r in summary["per_round"])
+        held = f"held-out {summary['test_bits_per_byte']:.3f} bits per byte (by round: {by_round})"
+    else:
+        held = f"held-out accuracy {summary['test_accuracy']:.1%}"
+    emit(summary, as_json, f"job {job_id}: {held} after {summary['rounds']} round(s); "
+                           f"wrote {files['model']}, {files['plot']}, {files['summary']}")
+
+
+@job.command("sample")
+@click.argument("job_id", type=click.IntRange(0))
+@click.option("--prompt", required=True, help="Text the model continues.")
+@click.option("--length", type=click.IntRange(1, 4096), default=200, show_default=True, help="Bytes to generate.")
+@click.option("--temperature", type=click.FloatRange(0, 10), default=0.0, show_default=True,
+              help="0: the likeliest byte each time; above 0: sampled (seeded, reproducible).")
+@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True, help="Sampling seed.")
+@json_option
+@session_options()
+def job_sample(session, as_json, job_id, prompt, length, temperature, seed):
+    """Generate text from a language-model job's current global model."""
+    from truetrain.training.lm_eval import sample
+
+    manifest = session.reader.manifest(job_id)
+    if manifest.model.kind != "lm":
+        raise Refused(f"job {job_id} trains a {manifest.model.kind}, not a language model: nothing to sample")
+    cid, _, data = session.reader.final_checkpoint(job_id)
+    text = sample(manifest, data, prompt.encode(), length, temperature=temperature, seed=seed)
+    out = text.decode("utf-8", errors="replace")
+    emit({"job_id": job_id, "checkpoint_cid": cid, "prompt": prompt, "text": out}, as_json, prompt + out)
 
 
 __all__ = ["identity", "job", "token"]

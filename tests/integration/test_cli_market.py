@@ -270,6 +270,14 @@ def test_job_submit_lm_from_a_text_file_publishes_text_shards(net, tmp_path):
     assert manifest["optimizer"]["kind"] == "adamw" and manifest["outer"] == {"lr": 0.7, "momentum": 0.9}
     shard = net.ipfs_cat(manifest["shards"][0]["cid"])
     assert shard.startswith(b"TTTEXT1\nline 0: the quick brown fox")
+    # not trained yet: nothing to sample from
+    refused(net.cli("job", "sample", created["job_id"], "--prompt", "line"),
+            f"error: job {created['job_id']} has no global checkpoint yet (round 0)", code=1)
+
+
+def test_job_sample_of_a_classifier_is_refused(net, completed_job):
+    refused(net.cli("job", "sample", completed_job["job_id"], "--prompt", "x"),
+            f"error: job {completed_job['job_id']} trains a mlp, not a language model: nothing to sample")
 
 
 @pytest.mark.parametrize("content, extra, message, code", [

@@ -1,4 +1,5 @@
-"""A completed job's results: the final model, held-out accuracy and loss per round.
+"""A completed job's results: the final model, held-out accuracy (a language model: bits
+per byte) and loss per round.
 
 Everything is read through :class:`~truetrain.market.MarketReader`, so each checkpoint,
 result bundle and the test set is checked against the hash the chain or the manifest holds
@@ -13,6 +14,15 @@ from pathlib import Path
 from truetrain.cli_options import Refused
 from truetrain.market import JobStatus, encode_task_id
 from truetrain.training import evaluate, load_checkpoint
+
+
+def _metric(manifest, checkpoint, test) -> float:
+    """A classifier's held-out accuracy, or a language model's held-out bits per byte."""
+    if manifest.model.kind == "lm":
+        from truetrain.training.lm_eval import heldout_metrics
+
+        return heldout_metrics(manifest, checkpoint, test)["bits_per_byte"]
+    return evaluate(manifest, checkpoint, test)
 
 
 def require_completed(job) -> None:
@@ -41,25 +51,27 @@ def collect_results(reader, job_id: int, out_dir: Path) -> dict:
     cid, digest, data = reader.final_checkpoint(job_id)
     manifest = reader.manifest(job_id)
     test = reader.test_set(job_id)
-    accuracy = evaluate(manifest, load_checkpoint(data, digest), test)
+    lm = manifest.model.kind == "lm"
+    key = "test_bits_per_byte" if lm else "test_accuracy"
+    value = _metric(manifest, load_checkpoint(data, digest), test)
 
     advanced = reader.rounds_advanced(job_id)  # round entered → checkpoint after the previous one
     per_round = []
     for done in range(1, job.rounds + 1):
         round_cid, round_hash = advanced[done]
-        per_round.append(evaluate(manifest, load_checkpoint(reader.fetch(round_cid, round_hash), round_hash), test))
+        per_round.append(_metric(manifest, load_checkpoint(reader.fetch(round_cid, round_hash), round_hash), test))
     losses = round_losses(reader, job)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     model_path, plot_path, summary_path = out_dir / "model.ckpt", out_dir / "training.png", out_dir / "summary.json"
     model_path.write_bytes(data)
     rounds = list(range(1, job.rounds + 1))
-    plot_training(plot_path, rounds, losses, per_round)
+    plot_training(plot_path, rounds, losses, per_round, bits_per_byte=lm)
     summary = {
-        "job_id": job_id, "name": manifest.name, "rounds": job.rounds, "shards": job.shards,
-        "final_checkpoint": {"cid": cid, "hash": "0x" + digest.hex()},
-        "test_accuracy": accuracy, "test_samples": manifest.test_set.samples,
-        "per_round": [{"round": r, "test_accuracy": a, "mean_train_loss": loss}
+        "job_id": job_id, "name": manifest.name, "model": manifest.model.kind, "rounds": job.rounds,
+        "shards": job.shards, "final_checkpoint": {"cid": cid, "hash": "0x" + digest.hex()},
+        key: value, "test_samples": manifest.test_set.samples,
+        "per_round": [{"round": r, key: a, "mean_train_loss": loss}
                       for r, a, loss in zip(rounds, per_round, losses)],
         "files": {"model": str(model_path), "plot": str(plot_path), "summary": str(summary_path)},
     }
