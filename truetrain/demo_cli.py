@@ -16,12 +16,14 @@ from truetrain.errors import TruetrainError
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the model and plot go [default: demo-out/].")
 @click.option("--down", is_flag=True, help="Stop the devnet at the end.")
-def demo(port: int, ipfs_port: int, out: Path | None, down: bool) -> None:
-    """Devnet up, 3 worker and 1 verifier daemons, a digits job of 3 shards x 3 rounds, results."""
+@click.option("--model", type=click.Choice(["mlp", "lm"]), default="mlp", show_default=True,
+              help="mlp: the digits classifier; lm: a byte-level language model on the standard library's source.")
+def demo(port: int, ipfs_port: int, out: Path | None, down: bool, model: str) -> None:
+    """Devnet up, 3 worker and 1 verifier daemons, a job of 3 shards x 3 rounds, results."""
     from truetrain.demo.run import run_demo
 
     try:
-        code = run_demo(port, ipfs_port, out, down)
+        code = run_demo(port, ipfs_port, out, down, model)
     except TruetrainError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

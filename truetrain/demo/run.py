@@ -34,7 +34,19 @@ TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collate
 TIME_LIMIT_S = 400
 
 
-def demo_manifest(store):
+#: The LM demo's model: small enough that a CPU worker trains a task in seconds.
+LM_MODEL = {"kind": "lm", "d_model": 64, "n_layers": 2, "n_heads": 4, "seq_len": 64}
+
+
+def demo_manifest(store, model: str = "mlp"):
+    if model == "lm":
+        from truetrain.training.text import demo_corpus, publish_text, split_text
+
+        data = publish_text(store, *split_text(demo_corpus(600_000), SHARDS, LM_MODEL["seq_len"]))
+        return build_manifest(name="stdlib-lm-demo", seed=3, numeric_mode="repro", model=LM_MODEL,
+                              optimizer={"kind": "adamw", "lr": 0.004, "warmup_steps": 10},
+                              batch_size=8, steps_per_task=30, checkpoint_interval=10, rounds=ROUNDS,
+                              outer={"lr": 0.7, "momentum": 0.9}, **data)
     data = publish_dataset(store, "digits", num_shards=SHARDS, seed=3)
     return build_manifest(name="digits-mlp-demo", seed=3, numeric_mode="repro",
                           model={"kind": "mlp", "widths": [64, 128, 10]},
@@ -42,7 +54,8 @@ def demo_manifest(store):
                           batch_size=32, steps_per_task=60, checkpoint_interval=20, rounds=ROUNDS, **data)
 
 
-def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, down: bool = False) -> int:
+def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, down: bool = False,
+             model: str = "mlp") -> int:
     started = time.monotonic()
     out = Path(out or HOME / "demo-out")
     print(f"[1/6] devnet: Anvil on 127.0.0.1:{port}, IPFS dev node on 127.0.0.1:{ipfs_port}")
@@ -73,9 +86,14 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
         contracts = connect_deployment(rpc, DEPLOYMENTS)
         with StorageClient(StorageSettings(api_addr=ipfs)) as store:
             submitter = dev_account(SUBMITTER)
-            print(f"[3/6] job: digits (1,797 8×8 images) split into {SHARDS} shards on IPFS, "
-                  f"MLP 64-128-10, {ROUNDS} rounds of 60 SGD steps a shard, repro numerics")
-            manifest = demo_manifest(store)
+            if model == "lm":
+                print(f"[3/6] job: 600 kB of the Python standard library's source split into {SHARDS} text shards "
+                      f"and a held-out part on IPFS, a byte-level transformer (d64 × 2 layers, context 64), "
+                      f"{ROUNDS} DiLoCo rounds of 30 AdamW steps a shard, repro numerics")
+            else:
+                print(f"[3/6] job: digits (1,797 8×8 images) split into {SHARDS} shards on IPFS, "
+                      f"MLP 64-128-10, {ROUNDS} rounds of 60 SGD steps a shard, repro numerics")
+            manifest = demo_manifest(store, model)
             cid = publish_manifest(store, manifest)
             ensure_registered(contracts, store, submitter, ROLE_SUBMITTER)
             job_id, escrow = create_job(contracts, submitter, manifest, cid, TERMS)
@@ -97,11 +115,7 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
             progress.poll()
 
             summary = collect_results(MarketReader(contracts, store), job_id, out)
-            files = summary["files"]
-            print(f"[5/6] job {job_id} completed: final model {summary['final_checkpoint']['cid']} (hash verified), "
-                  f"held-out accuracy {summary['test_accuracy']:.1%} on {summary['test_samples']} digits")
-            print("      accuracy by round: " + ", ".join(f"{r['test_accuracy']:.1%}" for r in summary["per_round"]))
-            print(f"      model {files['model']}, loss and accuracy plot {files['plot']}, summary {files['summary']}")
+            report_results(job_id, summary)
 
             wait_for_withdrawals(contracts, daemons, timeout=20)
             if contracts.market.functions.credits(submitter.address).call():
@@ -130,6 +144,19 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
           "The devnet is still up: try `truetrain job status 1` or `truetrain identity show <address>`; "
           "stop everything with `truetrain devnet down`.")
     return 0
+
+
+def report_results(job_id: int, summary: dict) -> None:
+    files = summary["files"]
+    head = f"[5/6] job {job_id} completed: final model {summary['final_checkpoint']['cid']} (hash verified), "
+    if "test_bits_per_byte" in summary:
+        print(head + f"held-out {summary['test_bits_per_byte']:.3f} bits per byte on {summary['test_samples']:,} "
+                     f"bytes of text")
+        print("      bits per byte by round: " + ", ".join(f"{r['test_bits_per_byte']:.3f}" for r in summary["per_round"]))
+    else:
+        print(head + f"held-out accuracy {summary['test_accuracy']:.1%} on {summary['test_samples']} digits")
+        print("      accuracy by round: " + ", ".join(f"{r['test_accuracy']:.1%}" for r in summary["per_round"]))
+    print(f"      model {files['model']}, loss plot {files['plot']}, summary {files['summary']}")
 
 
 def wait_for_withdrawals(contracts, daemons, timeout: float) -> None:
