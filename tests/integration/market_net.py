@@ -71,16 +71,20 @@ class MarketNet:
             client.transact(token.functions.mint(dev_account(index).address, amount), dev_account(0))
 
     def submit(self, *, shards: int, rounds: int, steps: int, terms: JobTerms, node: int = 0,
-               interval: int | None = None):
-        """Publish a digits job (MLP 64-128-10, SGD) and create it; return (job id, manifest, escrow)."""
+               interval: int | None = None, build=None):
+        """Publish a digits job (MLP 64-128-10, SGD), or what ``build(store)`` makes, and
+        create it; return (job id, manifest, escrow)."""
         with self.store(node) as store:
-            data = publish_dataset(store, "digits", num_shards=shards, seed=3)
-            manifest = build_manifest(name="digits-test", seed=3, numeric_mode="repro",
-                                      model={"kind": "mlp", "widths": [64, 128, 10]},
-                                      optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
-                                      batch_size=32, steps_per_task=steps,
-                                      checkpoint_interval=interval or (steps // 2 if steps % 2 == 0 else steps),
-                                      rounds=rounds, **data)
+            if build is not None:
+                manifest = build(store)
+            else:
+                data = publish_dataset(store, "digits", num_shards=shards, seed=3)
+                manifest = build_manifest(name="digits-test", seed=3, numeric_mode="repro",
+                                          model={"kind": "mlp", "widths": [64, 128, 10]},
+                                          optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
+                                          batch_size=32, steps_per_task=steps,
+                                          checkpoint_interval=interval or (steps // 2 if steps % 2 == 0 else steps),
+                                          rounds=rounds, **data)
             cid = publish_manifest(store, manifest)
             submitter = dev_account(SUBMITTER)
             ensure_registered(self.contracts, store, submitter, ROLE_SUBMITTER)

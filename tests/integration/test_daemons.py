@@ -110,6 +110,44 @@ def test_distributed_job_equals_local_training_bit_for_bit(finished_job):
     assert keccak256(start) == bytes(job[-2])  # checkpointHash
 
 
+def _lm_manifest(store):
+    from truetrain.training import build_manifest
+    from truetrain.training.text import demo_corpus, publish_text, split_text
+
+    data = publish_text(store, *split_text(demo_corpus(120_000), 2, 32))
+    return build_manifest(name="lm-test", seed=5, numeric_mode="repro",
+                          model={"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 32},
+                          optimizer={"kind": "adamw", "lr": 0.004, "warmup_steps": 4}, batch_size=4,
+                          steps_per_task=10, checkpoint_interval=5, rounds=2, outer={"lr": 0.7, "momentum": 0.9},
+                          **data)
+
+
+@pytest.fixture(scope="module")
+def finished_lm_job(finished_job):
+    """A byte-level LM job (2 text shards x 2 DiLoCo rounds) on the same daemons, after the
+    digits job: the int8 worker, the float64 auditor and the test process must agree."""
+    net = finished_job[0]
+    job_id, manifest, _ = net.submit(shards=2, rounds=2, steps=10, terms=TERMS, node=0, build=_lm_manifest)
+    return net, job_id, manifest, net.wait_job(job_id)
+
+
+def test_distributed_lm_job_equals_local_training_bit_for_bit(finished_lm_job):
+    from truetrain.training.lm_eval import heldout_metrics
+
+    net, job_id, manifest, status = finished_lm_job
+    assert status == JobStatus.COMPLETED
+    with net.store(0) as store:
+        shards = [store.fetch(ref.cid, ref.hash, max_size=2**24) for ref in manifest.shards]
+        held = store.fetch(manifest.test_set.cid, manifest.test_set.hash, max_size=2**24)
+    start = None
+    for r in range(manifest.rounds):
+        results = [run_task(manifest, shards[i], start, i, r) for i in range(len(shards))]
+        start = aggregate(manifest, r, results, start).to_bytes()
+    job = net.contracts.market.functions.jobOf(job_id).call()
+    assert keccak256(start) == bytes(job[-2])  # checkpointHash
+    assert heldout_metrics(manifest, start, held)["bits_per_byte"] < 7.0  # learned something in 20 steps
+
+
 def test_checkpoints_cross_ipfs_nodes_over_the_peer_to_peer_exchange(finished_job):
     """Worker 2 is the only one on node 0 besides the data; what it published was read by
     the aggregator or the auditor on node 1 (or the reverse) for the job to complete."""
