@@ -138,6 +138,13 @@ def _ref(raw, field: str, with_samples: bool) -> DataRef:
     return DataRef(cid, bytes.fromhex(digest[2:]), samples)
 
 
+def _betas(raw: dict, default: tuple[float, float]) -> tuple[float, float]:
+    betas = raw.get("betas", list(default))
+    if not isinstance(betas, list) or len(betas) != 2:
+        raise ManifestError("optimizer.betas: expected a list of two numbers")
+    return tuple(_num(v, f"optimizer.betas[{i}]", 0, 1) for i, v in enumerate(betas))
+
+
 def _optimizer(raw) -> OptimizerSpec:
     if not isinstance(raw, dict):
         raise ManifestError("optimizer: expected an object")
@@ -150,23 +157,15 @@ def _optimizer(raw) -> OptimizerSpec:
             weight_decay=_num(raw.get("weight_decay", 0.0), "optimizer.weight_decay", 0))
     if kind == "adam":
         _obj(raw, "optimizer", {"kind", "lr", "betas", "eps", "weight_decay"}, {"lr"})
-        betas = raw.get("betas", [0.9, 0.999])
-        if not isinstance(betas, list) or len(betas) != 2:
-            raise ManifestError("optimizer.betas: expected a list of two numbers")
-        b = tuple(_num(v, f"optimizer.betas[{i}]", 0, 1) for i, v in enumerate(betas))
         return OptimizerSpec(
-            "adam", _num(raw["lr"], "optimizer.lr", 0, lo_open=True), betas=b,
+            "adam", _num(raw["lr"], "optimizer.lr", 0, lo_open=True), betas=_betas(raw, (0.9, 0.999)),
             eps=_num(raw.get("eps", 1e-8), "optimizer.eps", 0, lo_open=True),
             weight_decay=_num(raw.get("weight_decay", 0.0), "optimizer.weight_decay", 0))
     if kind == "adamw":
         _obj(raw, "optimizer", {"kind", "lr", "betas", "eps", "weight_decay", "warmup_steps",
                                 "total_steps", "min_lr_ratio", "clip_norm"}, {"lr"})
-        betas = raw.get("betas", [0.9, 0.95])
-        if not isinstance(betas, list) or len(betas) != 2:
-            raise ManifestError("optimizer.betas: expected a list of two numbers")
-        b = tuple(_num(v, f"optimizer.betas[{i}]", 0, 1) for i, v in enumerate(betas))
         return OptimizerSpec(
-            "adamw", _num(raw["lr"], "optimizer.lr", 0, lo_open=True), betas=b,
+            "adamw", _num(raw["lr"], "optimizer.lr", 0, lo_open=True), betas=_betas(raw, (0.9, 0.95)),
             eps=_num(raw.get("eps", 1e-8), "optimizer.eps", 0, lo_open=True),
             weight_decay=_num(raw.get("weight_decay", 0.1), "optimizer.weight_decay", 0, 1),
             warmup_steps=_int(raw.get("warmup_steps", 0), "optimizer.warmup_steps", 0),
