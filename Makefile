@@ -16,7 +16,7 @@ export PATH := $(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export SOLCX_BINARY_PATH := $(SOLCX_DIR)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup test demo gas bench-repro bench deploy compile clean distclean
+.PHONY: help setup test demo gas bench-repro bench-lm bench deploy compile clean distclean
 .PHONY: forge-test fuzz audit economics
 
 help: ## List the targets
@@ -68,10 +68,13 @@ gas: compile ## Print the gas table (bench/gas.py)
 bench-repro: setup ## Print stock vs repro (float64 route, int8 engine at 2 and 3 limbs, eager) per GEMM, per step, per run, memory (bench/repro.py)
 	$(PY) bench/repro.py
 
+bench-lm: setup ## Print the demo LM stock vs repro vs through the market (bits per byte, wall time, memory) and the LM's step ratio (bench/lm.py, ~6 min)
+	$(PY) bench/lm.py
+
 economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~20 min)
 	$(PY) bench/economics.py
 
-bench: gas bench-repro economics ## Run every benchmark
+bench: gas bench-repro bench-lm economics ## Run every benchmark
 
 deploy: compile ## Deploy (or reuse) the contracts on RPC=<url> (default: a devnet on 8545)
 	$(PY) scripts/deploy.py --rpc $(or $(RPC),http://127.0.0.1:8545)
