@@ -290,21 +290,12 @@ def verifying():
             _override.verifying = False
 
 
-#: Long float64 chains (some forty eager passes each) pay for a compiled kernel on far
-#: smaller tensors than the engine's few-pass steps do.
-_LONG_CHAINS = {"gelu", "gelu_backward", "ln_forward", "ln_backward", "softmax_causal", "softmax_backward"}
-LONG_CHAIN_MIN_ELEMENTS = 1 << 13
-
-
 def run(name: str, fuse: bool, *args):
     """Kernel ``name`` compiled (``fuse``, and the first argument large enough) or eager:
     the same bits either way."""
     if name not in _EAGER:
         _register_elementwise()
-    elements = args[0].numel()
-    if name in _LONG_CHAINS and elements >= LONG_CHAIN_MIN_ELEMENTS:
-        elements = max(elements, getattr(_override, "min_elements", MIN_ELEMENTS))
-    return call(name, *args) if worth_it(fuse, elements, args[0].device) else _EAGER[name](*args)
+    return call(name, *args) if worth_it(fuse, args[0].numel(), args[0].device) else _EAGER[name](*args)
 
 
 def call(name: str, *args):
