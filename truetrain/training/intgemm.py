@@ -186,7 +186,7 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     runs the elementwise passes as compiled kernels (same bits).
     """
     bits = operand_bits(limbs)
-    if fuse and not intgemm_fused.worth_it(fuse, x.numel(), x.device) and native.usable(x):
+    if x.dim() == 2 and native.small(x, fuse):
         q64, down = native.quantize(x, dim, bits, amax)  # small: one C call
         return Operand(None, down, limbs, q64=q64)
     fuse = intgemm_fused.worth_it(fuse, x.numel(), x.device)

@@ -14,7 +14,7 @@ from .gemm_check import engine_for
 from .lm import TransformerLM
 from .manifest import load_manifest
 from .ops import ReproStep
-from .repro_ops import F32, F64, first_argmax, log64, xent_loss
+from .repro_ops import F32, F64, first_argmax, log64, softmax_xent, xent_loss
 from .rng import derive_key, uniform
 from .text import decode_text_shard
 from .trainer import as_checkpoint
@@ -52,8 +52,6 @@ def heldout_metrics(manifest, checkpoint, text_shard: bytes, *, device=None,
     ids, targets = window[:, :-1], window[:, 1:].reshape(-1)
     logits = _logits(manifest, model, ids, device).reshape(-1, manifest.model.vocab)
     if manifest.repro:
-        from .repro_ops import softmax_xent
-
         _, sumexp, target = softmax_xent(logits, targets, targets.numel())
         loss = float(xent_loss(sumexp, target).mean())
     else:

@@ -106,11 +106,6 @@ def ready() -> bool:
     return _state["lib"] is not None
 
 
-def usable(x: torch.Tensor) -> bool:
-    """Whether ``x`` (to be quantised) may go to the C kernels: float32, 2-D, on the CPU."""
-    return x.device.type == "cpu" and x.dtype == F32 and x.dim() == 2 and ready()
-
-
 def small(t: torch.Tensor, fuse: bool) -> bool:
     """Whether a fused engine (``fuse``) runs ``t``'s op here: a float32 CPU tensor below
     the size where the compiled kernels take over."""

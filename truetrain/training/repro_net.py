@@ -87,7 +87,7 @@ def _unpool(g: torch.Tensor, mask: torch.Tensor, fuse: bool = False) -> torch.Te
 def _softmax_xent(logits: torch.Tensor, y: torch.Tensor, rows: int, fuse: bool):
     """Softmax cross-entropy: compiled on large logits, one C call on small CPU ones, else
     the eager float64 ops (the same bits every way)."""
-    if fuse and not intgemm_fused.worth_it(fuse, logits.numel(), logits.device) and native.usable(logits):
+    if native.small(logits, fuse):
         return native.softmax_xent(logits, y, rows)
     return intgemm_fused.run("softmax_xent", fuse, logits, y, rows)
 
@@ -252,7 +252,7 @@ class _GradSums:
     def both(self, layer, g):
         """One-slice batch: maxima and sums in one go (one C call for small CPU tensors)."""
         fuse = self.engine.fuse
-        if fuse and not intgemm_fused.worth_it(fuse, g.numel(), g.device) and native.usable(g):
+        if native.small(g, fuse):
             name = layer.name
             q64, down, sb, down_b = native.grad_columns(g, layer.qa.scale, limb_bits(self.limbs),
                                                         operand_bits(self.rows[name], 0))
