@@ -22,3 +22,34 @@ CONFIG.networks["development"]["cmd_settings"] = {
     "base_fee": 0,
     "default_balance": 10_000,
 }
+
+# brownie decides a transaction was dropped when the sender's nonce has moved past it but its
+# receipt is not found yet. Anvil mines on its own task and bumps the account nonce a moment
+# before the receipt is readable, so on a loaded 2-core machine a mined transaction was now
+# and then reported as "Tx dropped without known replacement" (seen once in a full CI run).
+# Waiting for the receipt first (bounded, 30 s) closes that window; it also spares brownie's
+# 1-second sleep when the first receipt query comes too early.
+import time as _time
+
+from brownie.network.transaction import TransactionReceipt as _Receipt
+from brownie.network.web3 import web3 as _web3
+from hexbytes import HexBytes as _HexBytes
+from web3.exceptions import TransactionNotFound as _NotFound
+
+_brownie_await_confirmation = _Receipt._await_confirmation
+
+
+def _await_receipt_then_confirm(self, block_number=None, required_confs=1):
+    deadline = _time.monotonic() + 30.0
+    while block_number is None and _time.monotonic() < deadline:
+        try:
+            receipt = _web3.eth.get_transaction_receipt(_HexBytes(self.txid))
+        except _NotFound:
+            receipt = None
+        if receipt is not None and receipt["blockHash"] is not None:
+            break
+        _time.sleep(0.01)
+    return _brownie_await_confirmation(self, block_number, required_confs)
+
+
+_Receipt._await_confirmation = _await_receipt_then_confirm
