@@ -83,7 +83,8 @@ def _market() -> dict:
 def _step_ratio(threads: int) -> tuple[float, float]:
     """ms per training step, stock and repro, for the default LM (d256 x 4, batch 8 x 128)."""
     from truetrain.training.gemm_check import engine_for
-    from truetrain.training.lm import TransformerLM, lm_init_params, parse_lm_spec, repro_gradients
+    from truetrain.training.lm import TransformerLM, lm_init_params, parse_lm_spec
+    from truetrain.training.ops import repro_gradients
 
     torch.set_num_threads(threads)
     spec = parse_lm_spec({"kind": "lm", "d_model": 256, "n_layers": 4, "n_heads": 4, "seq_len": 128})

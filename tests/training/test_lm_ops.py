@@ -8,9 +8,8 @@ import torch
 
 from truetrain.errors import ManifestError
 from truetrain.training.intgemm import GemmEngine
-from truetrain.training.lm import (TransformerLM, lm_init_params, lm_param_shapes, parse_lm_spec,
-                                   repro_gradients)
-from truetrain.training.ops import ReproStep
+from truetrain.training.lm import TransformerLM, lm_init_params, lm_param_shapes, parse_lm_spec
+from truetrain.training.ops import ReproStep, repro_gradients
 
 SPEC = parse_lm_spec({"kind": "lm", "d_model": 32, "n_layers": 2, "n_heads": 4, "seq_len": 16})
 FLOAT64 = GemmEngine("cpu", "float64")

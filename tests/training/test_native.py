@@ -10,8 +10,8 @@ import torch
 
 from truetrain.training import native
 from truetrain.training.intgemm import GemmEngine, quantize
-from truetrain.training.models import init_params, parse_model_spec
-from truetrain.training.repro_net import ReproNet
+from truetrain.training.models import build_model, init_params, parse_model_spec
+from truetrain.training.ops import repro_gradients
 
 MLP = parse_model_spec({"kind": "mlp", "widths": [64, 32, 10]})
 CNN = parse_model_spec({"kind": "cnn", "in_shape": [1, 8, 8], "channels": [4], "kernel": 3, "classes": 10})
@@ -21,7 +21,8 @@ def _gradients(spec, engine):
     params = init_params(spec, 7)
     gen = torch.Generator().manual_seed(8)
     x, y = torch.rand(24, 64, generator=gen), torch.randint(0, 10, (24,), generator=gen)
-    return ReproNet(spec, engine).gradients(params, x, y)
+    grads, [(sumexp, target)] = repro_gradients(build_model(spec, params), x, y, engine, 2)
+    return grads, sumexp, target
 
 
 @pytest.fixture

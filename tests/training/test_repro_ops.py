@@ -1,4 +1,4 @@
-"""Repro ops: exact sums, exp/log accuracy, hand-written gradients on both GEMM routes."""
+"""Repro ops: exact sums, exp/log accuracy, the op library's MLP and CNN gradients on every GEMM route."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from truetrain.errors import ReproducibilityError
-from truetrain.training.models import build_stock_model, init_params, parse_model_spec
-from truetrain.training.repro_net import ReproNet
+from truetrain.training.models import build_model, init_params, parse_model_spec
 from truetrain.training.intgemm import GemmEngine
+from truetrain.training.ops import ReproStep, repro_gradients
 from truetrain.training.repro_ops import (exact_sum, exp64, exp_f32, first_argmax, log64,
                                          log_f32, operand_bits, softmax_xent, tree_sum,
                                          xent_loss)
@@ -25,6 +25,23 @@ INT8 = GemmEngine("cpu", "int8", small_product=0)
 FLOAT64 = GemmEngine("cpu", "float64")
 FUSED = GemmEngine("cpu", "int8", small_product=0, fuse=True)  # compiled elementwise steps
 ENGINES = {"int8": INT8, "float64": FLOAT64, "fused": FUSED}
+
+
+
+class ReproNet:
+    """The op library's model in repro mode, seen as (gradients, forward) of parameters."""
+
+    def __init__(self, spec, engine, limbs=2):
+        self.spec, self.engine, self.limbs = spec, engine, limbs
+
+    def gradients(self, params, x, y, micro_batch=None):
+        grads, parts = repro_gradients(build_model(self.spec, params), x, y, self.engine, self.limbs, micro_batch)
+        return grads, torch.cat([s for s, _ in parts]), torch.cat([t for _, t in parts])
+
+    def forward(self, params, x):
+        with torch.no_grad():
+            return build_model(self.spec, params)(x, ReproStep(self.engine, self.limbs, x.shape[0]))
+
 
 CNN = {"kind": "cnn", "in_shape": [1, 8, 8], "channels": [4, 8], "kernel": 3, "hidden": [16],
        "classes": 10}
@@ -176,7 +193,7 @@ def test_gradients_closeToFloat64Autograd(raw, limbs):
     x = torch.rand(32, 64, generator=_gen(13))
     y = torch.randint(0, 10, (32,), generator=_gen(14))
     grads, _, _ = ReproNet(spec, INT8, limbs).gradients(params, x, y)
-    module = build_stock_model(spec, params).double()
+    module = build_model(spec, params).double()
     F.cross_entropy(module(x.double()), y).backward()
     for name, p in module.named_parameters():
         err = (grads[name].double() - p.grad).norm() / p.grad.norm()

@@ -160,23 +160,3 @@ class TransformerLM(nn.Module):
         """Mean next-byte cross-entropy (repro: the placeholder to call ``backward`` on)."""
         logits = self.forward(ids, step)
         return cross_entropy(logits.reshape(-1, self.spec.vocab), targets.reshape(-1), step, total_rows, losses)
-
-
-def repro_gradients(model: TransformerLM, ids: torch.Tensor, targets: torch.Tensor, engine, limbs: int,
-                    micro_batch: int | None = None):
-    """Repro gradients of the mean loss over the batch ``(ids, targets)`` (B, T):
-    ``(grads by parameter name, [(sumexp, target)] per slice)``. With ``micro_batch``
-    sequences per slice the book makes two passes; every bit is the same."""
-    rows = ids.shape[0]
-    size = rows if not micro_batch or micro_batch >= rows else int(micro_batch)
-    slices = [(i, min(i + size, rows)) for i in range(0, rows, size)]
-    step = ReproStep(engine, limbs, ids.numel())
-    if len(slices) > 1:
-        step.book.mode = "observe"
-        for lo, hi in slices:
-            model.loss(ids[lo:hi], targets[lo:hi], step, ids.numel(), []).backward()
-        step.book.mode = "add"
-    losses: list = []
-    for lo, hi in slices:
-        model.loss(ids[lo:hi], targets[lo:hi], step, ids.numel(), losses).backward()
-    return step.book.result(), losses

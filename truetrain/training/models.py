@@ -1,4 +1,4 @@
-"""Model registry: specs from the job manifest, deterministic init, stock PyTorch modules.
+"""Model registry: specs from the job manifest, deterministic init, the modules (op library).
 
 Two kinds (see docs/manifest.md):
 
@@ -9,7 +9,7 @@ Two kinds (see docs/manifest.md):
   map is flattened in (C, H, W) order and fed to Linear layers
   ``[flat, *hidden, classes]`` with ReLU between them.
 
-Parameter names follow the stock module's ``state_dict``: ``conv.{i}.weight`` (O, C, k, k),
+Parameter names follow the module's ``state_dict``: ``conv.{i}.weight`` (O, C, k, k),
 ``conv.{i}.bias``, ``fc.{j}.weight`` (out, in), ``fc.{j}.bias``. Initial values are
 PyTorch's default ranges (uniform in +-1/sqrt(fan_in) for weights and biases) drawn from a
 keccak-keyed PCG64 stream, so they are the same on every device.
@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ..errors import ManifestError
+from .ops import ReproStep, conv2d, cross_entropy, linear, max_pool2x2, relu
 from .rng import derive_key, uniform
 
 
@@ -152,8 +153,12 @@ def init_params(spec, seed: int) -> dict[str, torch.Tensor]:
     return params
 
 
-class StockNet(nn.Module):
-    """The spec as plain PyTorch modules (``stock`` numeric mode)."""
+class ImageNet(nn.Module):
+    """An MLP or CNN classifier built from the op library: ``forward(x, step)`` gives
+    logits (rows, classes) for float32 input rows (rows, features), in stock mode
+    (``step=None``: PyTorch's ops, NCHW) or repro mode (a :class:`~.ops.ReproStep`: the
+    op library's exact forms, NHWC inside). Each conv layer is conv, ReLU, 2x2 max-pool;
+    dense layers but the last are followed by a ReLU."""
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
@@ -164,25 +169,36 @@ class StockNet(nn.Module):
         w = spec.fc_widths
         self.fc = nn.ModuleList(nn.Linear(w[j], w[j + 1]) for j in range(len(w) - 1))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, step: ReproStep | None = None) -> torch.Tensor:
+        r = x.shape[0]
         if self.spec.kind == "cnn":
-            x = x.view(x.shape[0], *self.spec.in_shape)
-            for conv in self.conv:
-                x = nn.functional.max_pool2d(torch.relu(conv(x)), 2)
-            x = x.flatten(1)
+            x = x.reshape(r, *self.spec.in_shape)
+            if step is not None:
+                x = x.permute(0, 2, 3, 1)  # NHWC
+            for i, conv in enumerate(self.conv):
+                x = max_pool2x2(relu(conv2d(x, conv.weight, conv.bias, step, f"conv.{i}"), step), step)
+            if step is not None:
+                x = x.permute(0, 3, 1, 2)  # flatten in (C, H, W) order either way
+            x = x.reshape(r, -1)
         for j, fc in enumerate(self.fc):
-            x = fc(x)
+            x = linear(x, fc.weight, fc.bias, step, f"fc.{j}")
             if j < len(self.fc) - 1:
-                x = torch.relu(x)
+                x = relu(x, step)
         return x
 
+    def loss(self, x: torch.Tensor, y: torch.Tensor, step: ReproStep | None = None,
+             total_rows: int | None = None, losses: list | None = None) -> torch.Tensor:
+        """Mean cross-entropy (repro: the placeholder to call ``backward`` on)."""
+        return cross_entropy(self.forward(x, step), y, step, total_rows, losses)
 
-def build_stock_model(spec, params: dict[str, torch.Tensor]) -> nn.Module:
-    """The stock module (a :class:`StockNet`, or a ``TransformerLM``) holding copies of ``params``."""
+
+def build_model(spec, params: dict[str, torch.Tensor]) -> nn.Module:
+    """The model's module (an :class:`ImageNet` or a ``TransformerLM``) holding copies of
+    ``params``; it runs stock or repro (see their ``forward``)."""
     if not isinstance(spec, ModelSpec):
         from .lm import TransformerLM
 
         return TransformerLM(spec, params)
-    net = StockNet(spec)
+    net = ImageNet(spec)
     net.load_state_dict({k: v.clone() for k, v in params.items()})
     return net

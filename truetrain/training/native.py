@@ -109,14 +109,15 @@ def ready() -> bool:
 def small(t: torch.Tensor, fuse: bool) -> bool:
     """Whether a fused engine (``fuse``) runs ``t``'s op here: a float32 CPU tensor below
     the size where the compiled kernels take over."""
-    from . import intgemm_fused
+    if not (fuse and t.dtype == F32 and t.device.type == "cpu"):
+        return False
+    from . import intgemm_fused  # (imports this module)
 
-    return (fuse and t.device.type == "cpu" and t.dtype == F32
-            and not intgemm_fused.worth_it(fuse, t.numel(), t.device) and ready())
+    return not intgemm_fused.worth_it(True, t.numel(), t.device) and ready()
 
 
 def im2col(a: torch.Tensor, k: int) -> torch.Tensor:
-    """``ReproNet._im2col`` of a (b, h, w, c) map: (b*h*w, c*k*k) patches."""
+    """``ops.conv.im2col`` of a (b, h, w, c) map: (b*h*w, c*k*k) patches."""
     a = a.contiguous()
     b, h, w, c = a.shape
     out = torch.empty((b * h * w, c * k * k), dtype=F32)
@@ -125,7 +126,7 @@ def im2col(a: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def col2im(d: torch.Tensor, shape: tuple[int, int, int, int], k: int) -> torch.Tensor:
-    """``ReproNet._col2im``: patch gradients (b*h*w, c*k*k) back to a (b, h, w, c) map."""
+    """``ops.conv.col2im``: patch gradients (b*h*w, c*k*k) back to a (b, h, w, c) map."""
     d = d.contiguous()
     out = torch.empty(shape, dtype=F32)
     _state["lib"].tt_col2im(d.data_ptr(), *shape, k, out.data_ptr())
@@ -133,7 +134,7 @@ def col2im(d: torch.Tensor, shape: tuple[int, int, int, int], k: int) -> torch.T
 
 
 def pool(a: torch.Tensor):
-    """``ReproNet._pool``: 2x2 max pooling of a (b, h, w, c) map and its first-max mask."""
+    """``ops.conv.pool``: 2x2 max pooling of a (b, h, w, c) map and its first-max mask."""
     a = a.contiguous()
     b, h, w, c = a.shape
     out, mask = torch.empty((b, h // 2, w // 2, c), dtype=F32), torch.empty((b, h // 2, w // 2, c, 4), dtype=F32)
@@ -142,7 +143,7 @@ def pool(a: torch.Tensor):
 
 
 def unpool(g: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``ReproNet._unpool``: the pooled gradient put back where each window's max was."""
+    """``ops.conv.unpool``: the pooled gradient put back where each window's max was."""
     g, mask = g.contiguous(), mask.contiguous()
     b, h2, w2, c = g.shape
     out = torch.empty((b, 2 * h2, 2 * w2, c), dtype=F32)
@@ -182,7 +183,7 @@ def finish(s: torch.Tensor, row: torch.Tensor | None, factor: float, col: torch.
 def grad_columns(g: torch.Tensor, sa: torch.Tensor, bits: int, bits_b: int):
     """``(q64, down, sb, down_b)`` of a one-slice batch's output gradient ``g``: ``g * sa``
     quantised per column (as ``quantize_scaled_columns`` gives it) and the bias gradient's
-    exact column sums with their scales (as ``ReproNet`` takes them; see ``tt_grad_columns``)."""
+    exact column sums with their scales (as ``ops.GradBook`` takes them; see ``tt_grad_columns``)."""
     g, sa = g.contiguous(), sa.to(F32).contiguous()
     rows, cols = g.shape
     scratch = torch.empty(2 * cols, dtype=F32)
@@ -272,24 +273,24 @@ def _self_test() -> str | None:
 
 
 def _self_test_maps(gen: torch.Generator) -> str | None:
-    """The CNN's data movement and pooling kernels against ``ReproNet``'s torch ops."""
-    from . import repro_net
+    """The CNN's data movement and pooling kernels against the op library's torch ops."""
+    from .ops import conv
 
     a = torch.relu(torch.randn(3, 6, 4, 5, generator=gen))  # pooling sees ReLU outputs: no -0.0
     a[0, 0, 0, 0], a[1, 2:4, 0:2, 1], a[2, 0, 1, 2] = float("nan"), 0.5, float("inf")  # a NaN, a 4-way tie
     for k in (1, 3, 5):
-        if not _same(im2col(a, k), repro_net._im2col(a, k)):
+        if not _same(im2col(a, k), conv.im2col(a, k)):
             return "tt_im2col differs"
         d = torch.randn(3 * 6 * 4, 5 * k * k, generator=gen)
         d[0, 0], d[1, :] = -0.0, -0.0
-        if not _same(col2im(d, (3, 6, 4, 5), k), repro_net._col2im(d, (3, 6, 4, 5), k)):
+        if not _same(col2im(d, (3, 6, 4, 5), k), conv.col2im(d, (3, 6, 4, 5), k)):
             return "tt_col2im differs"
-    got, want = pool(a), repro_net._pool(a)
+    got, want = pool(a), conv.pool(a)
     if not all(_same(x, y) for x, y in zip(got, want, strict=True)):
         return "tt_pool differs"
     g = torch.randn(3, 3, 2, 5, generator=gen)
     g[0, 0, 0, 0] = -0.0
-    if not _same(unpool(g, want[1]), repro_net._unpool(g, want[1])):
+    if not _same(unpool(g, want[1]), conv.unpool(g, want[1])):
         return "tt_unpool differs"
     return None
 

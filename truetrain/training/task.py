@@ -14,9 +14,9 @@ from .checkpoint import Checkpoint
 from .datasets import decode_shard
 from .manifest import Manifest, load_manifest
 from .merkle import merkle_root
-from .models import build_stock_model, init_params
+from .models import build_model, init_params
 from .gemm_check import engine_for
-from .repro_net import ReproNet
+from .ops import ReproStep
 from .repro_ops import first_argmax
 from .rng import derive_key
 from .trainer import as_checkpoint, as_shard, start_checkpoint, train
@@ -101,14 +101,13 @@ def predict(manifest, checkpoint, x: np.ndarray, *, device=None,
         "model").items()}
     xs = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device or "cpu")
     out = []
+    module = build_model(manifest.model, params).to(device or "cpu")
     with torch.no_grad():
-        if manifest.repro:
-            net = ReproNet(manifest.model, engine_for(device), manifest.limbs)
-            wq = net.quantize_weights(params)
+        if manifest.repro:  # one step context: the weights are quantised once
+            step = ReproStep(engine_for(device), manifest.limbs, 1)
             for i in range(0, len(xs), chunk):
-                out.append(first_argmax(net.forward(params, xs[i:i + chunk], wq), 1))
+                out.append(first_argmax(module(xs[i:i + chunk], step), 1))
         else:
-            module = build_stock_model(manifest.model, params).to(device or "cpu")
             for i in range(0, len(xs), chunk):
                 out.append(module(xs[i:i + chunk]).argmax(1))
     return torch.cat(out).cpu().numpy()

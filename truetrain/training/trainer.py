@@ -2,7 +2,7 @@
 
 A step is a pure function of the checkpoint (parameters, optimizer state, step, RNG key),
 the manifest and the shard: the batch is ``rng.batch_indices(rng_key, n, batch, step)``
-and, in ``repro`` mode, the gradient and update are bit-exact (``repro_net``, ``optim``).
+and, in ``repro`` mode, the gradient and update are bit-exact (``ops``, ``optim``).
 So re-running steps k..k+m from checkpoint k gives checkpoint k+m bit for bit, which is
 what a verifier or referee does (:func:`replay`).
 """
@@ -13,19 +13,17 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..errors import CheckpointError, DatasetError, ReproducibilityError, TrainingError
 from .checkpoint import Checkpoint, decode_checkpoint
 from .datasets import Shard, decode_shard
 from .gemm_check import engine_for
 from .intgemm import GemmEngine
-from .lm import repro_gradients
 from .manifest import Manifest, load_manifest
-from .models import build_stock_model, param_shapes
+from .models import build_model, param_shapes
+from .ops import repro_gradients
 from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update, stock_step
 from .repro_ops import xent_loss
-from .repro_net import ReproNet
 from .rng import batch_indices
 from .text import TextShard
 
@@ -107,16 +105,13 @@ class TrainRun:
         self.state = {k: v.to(self.device).clone() for k, v in state.items()}
         self._perm_cache: dict = {}
         self._losses: list = []
-        if manifest.repro and self.lm:  # the module's parameters are the ones updated
-            self.module = build_stock_model(spec, params).to(self.device)
+        if manifest.repro:  # the module's parameters are the ones updated
+            self.module = build_model(spec, params).to(self.device)
             self.params = {k: p.data for k, p in self.module.named_parameters()}
             self.engine = engine or engine_for(self.device)
-        elif manifest.repro:
-            self.params = {k: v.to(self.device).clone() for k, v in params.items()}
-            self.net = ReproNet(spec, engine or engine_for(self.device), manifest.limbs)
         else:
             self.params = {k: v.to(self.device).clone() for k, v in params.items()}
-            self.module = build_stock_model(spec, self.params).to(self.device)
+            self.module = build_model(spec, self.params).to(self.device)
             self.opt = build_stock_optimizer(manifest.optimizer, self.module, self.state)
 
     def _batch(self):
@@ -131,17 +126,13 @@ class TrainRun:
 
     def run_step(self) -> None:
         xb, yb = self._batch()
-        if self.m.repro and self.lm:
+        if self.m.repro:
             grads, parts = repro_gradients(self.module, xb, yb, self.engine, self.m.limbs, self.micro_batch)
             repro_update(self.m.optimizer, self.params, grads, self.state)
-            self._losses.append(tuple(torch.cat(t) for t in zip(*parts)))
-        elif self.m.repro:
-            grads, sumexp, target = self.net.gradients(self.params, xb, yb, self.micro_batch)
-            repro_update(self.m.optimizer, self.params, grads, self.state)
-            self._losses.append((sumexp, target))
+            self._losses.append(parts[0] if len(parts) == 1 else tuple(torch.cat(t) for t in zip(*parts)))
         else:
             self.opt.zero_grad(set_to_none=True)
-            loss = self.module.loss(xb, yb) if self.lm else F.cross_entropy(self.module(xb), yb)
+            loss = self.module.loss(xb, yb)
             loss.backward()
             stock_step(self.m.optimizer, self.module, self.opt, self.state)
             self._losses.append(loss.detach())

@@ -1,4 +1,4 @@
-"""Causal multi-head self-attention's core and the cross-entropy loss, stock or repro.
+"""Causal multi-head self-attention's core, stock or repro.
 
 Repro attention takes every product (Q K^T, P V and the four backward products) as exact
 integer sums of quantised operands (:func:`bmm_exact`; float64 through the BLAS, exact
@@ -85,33 +85,3 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: Re
     b, h, t, d = q.shape
     flat = [x.reshape(b * h, t, d) for x in (q, k, v)]
     return _Attention.apply(*flat, step).view(b, h, t, d)
-
-
-class _CrossEntropy(torch.autograd.Function):
-    """The mean cross-entropy's gradient, computed in the forward (the loss node is the
-    root of the step's graph); the per-row loss parts go to ``losses``."""
-
-    @staticmethod
-    def forward(ctx, logits, targets, total_rows: int, step: ReproStep, losses: list):
-        from ..repro_net import _softmax_xent
-
-        grad, sumexp, target = _softmax_xent(logits.detach().contiguous(), targets, total_rows, step.fuse)
-        losses.append((sumexp, target))
-        ctx.save_for_backward(grad)
-        return torch.zeros((), dtype=F32, device=logits.device)
-
-    @staticmethod
-    def backward(ctx, g):
-        (grad,) = ctx.saved_tensors
-        return grad, None, None, None, None
-
-
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, step: ReproStep | None,
-                  total_rows: int | None = None, losses: list | None = None) -> torch.Tensor:
-    """Mean cross-entropy of (R, C) logits against (R,) targets. Repro: the mean is over
-    ``total_rows`` (the whole batch's, so micro-batches agree), the returned tensor is a
-    zero placeholder to call ``backward`` on, and the per-row parts land in ``losses``."""
-    if step is None:
-        return F.cross_entropy(logits, targets)
-    rows = logits.shape[0] if total_rows is None else total_rows
-    return _CrossEntropy.apply(logits, targets, rows, step, [] if losses is None else losses)

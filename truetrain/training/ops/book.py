@@ -25,15 +25,20 @@ from __future__ import annotations
 
 import torch
 
-from .. import intgemm_fused
+from .. import intgemm_fused, native
 from ..intgemm import GemmEngine, Operand, check_contraction, quantize_scaled_columns
+from ..intgemm import operand_bits as limb_bits
 from ..repro_ops import F32, F64, operand_bits, power_scales
 
 MODES = ("both", "observe", "add")
 
 
 class GradBook:
-    """Gradient sums of one step over a batch of ``rows`` rows (tokens or samples)."""
+    """Gradient sums of one step over a batch of ``rows`` rows (tokens or samples).
+
+    A layer whose every batch row gives it several rows of its own (a convolution's
+    patches) says how many with ``per_row``: its sums run over ``rows * per_row`` rows.
+    """
 
     def __init__(self, engine: GemmEngine, limbs: int, rows: int):
         check_contraction(rows, limbs)
@@ -41,7 +46,14 @@ class GradBook:
         self.mode = "both"
         self._max: dict[str, torch.Tensor] = {}
         self._parts: dict[str, dict] = {}  # parameter -> {site: [sum, scale, kind]}
-        self._bits = operand_bits(rows, 0)
+        self._shapes: dict[str, torch.Size] = {}  # weights kept as 2-d views (a conv's)
+        self._checked: set[int] = set()
+
+    def _bits(self, per_row: int) -> int:
+        if per_row not in self._checked:
+            check_contraction(self.rows * per_row, self.limbs)
+            self._checked.add(per_row)
+        return operand_bits(self.rows * per_row, 0)
 
     def _observe(self, key: str, value: torch.Tensor) -> None:
         old = self._max.get(key)
@@ -58,11 +70,29 @@ class GradBook:
         else:
             parts[site] = [total, scale, kind]
 
-    def weight(self, name: str, g: torch.Tensor, qa: Operand, site: str = "") -> None:
+    def linear(self, wname: str, bname: str, g: torch.Tensor, qa: Operand, per_row: int = 1,
+               shape: torch.Size | None = None) -> None:
+        """A linear map's weight (and bias, unless ``bname`` is empty) gradients; ``shape``:
+        the weight parameter's, where it is not (out, in). A batch in one piece on a small
+        CPU tensor takes one exact C call for both (the same bits)."""
+        if shape is not None:
+            self._shapes[wname] = shape
+        if bname and self.mode == "both" and native.small(g, self.engine.fuse):
+            q64, down, sb, down_b = native.grad_columns(g, qa.scale, limb_bits(self.limbs), self._bits(per_row))
+            self._add(wname, "", self.engine.matmul(qa.transposed(), Operand(None, down, self.limbs, q64=q64)),
+                      None, "rounded")
+            self._add(bname, "", sb, down_b, "columns")
+            return
+        self.weight(wname, g, qa, per_row=per_row)
+        if bname:
+            self.columns(bname, g, per_row=per_row)
+
+    def weight(self, name: str, g: torch.Tensor, qa: Operand, site: str = "", per_row: int = 1) -> None:
         """``dW = G.T @ a`` for ``W`` named ``name`` (out, in): ``g`` (rows, out), ``qa`` the
         forward's quantised rows of ``a`` (rows, in)."""
         key = f"{name}|{site}|w"
         fuse = self.engine.fuse
+        self._bits(per_row)  # the contraction's length checked
         if self.mode in ("observe", "both"):
             self._observe(key, intgemm_fused.run("column_maxima", fuse, g, qa.scale)[0])
         if self.mode in ("add", "both"):
@@ -73,13 +103,13 @@ class GradBook:
             else:
                 self._add(name, site, self.engine.exact_sum(left, right), right.scale, "weight")
 
-    def columns(self, name: str, v: torch.Tensor, site: str = "") -> None:
+    def columns(self, name: str, v: torch.Tensor, site: str = "", per_row: int = 1) -> None:
         """Column sums of ``v`` (rows, n) for the parameter ``name`` (n,)."""
         key = f"{name}|{site}|c"
         if self.mode in ("observe", "both"):
             self._observe(key, v.abs().amax(0))
         if self.mode in ("add", "both"):
-            up, down = power_scales(self._max[key], self._bits)
+            up, down = power_scales(self._max[key], self._bits(per_row))
             total = intgemm_fused.run("scaled_column_sums", self.engine.fuse, v, up)
             self._add(name, site, total, down, "columns")
 
@@ -89,13 +119,14 @@ class GradBook:
         if self.mode in ("observe", "both"):
             self._observe(key, g.abs().amax(0))
         if self.mode in ("add", "both"):
-            up, down = power_scales(self._max[key], self._bits)
+            up, down = power_scales(self._max[key], self._bits(1))
             q = torch.round(g.to(F64) * up)
             total = torch.zeros((num, g.shape[1]), dtype=F64, device=g.device).index_add_(0, index, q)
             self._add(name, site, total, down, "scatter")
 
     def result(self) -> dict[str, torch.Tensor]:
-        """float32 gradients by parameter name (each contribution rounded once)."""
+        """float32 gradients by parameter name (each contribution rounded once), in the
+        parameters' shapes."""
         out = {}
         for name, parts in self._parts.items():
             grad = None
@@ -107,5 +138,6 @@ class GradBook:
                 else:  # +0.0: a zero sum is +0.0 whatever sign it was built with
                     g = total.add(0.0).mul_(scale).to(F32)
                 grad = g.contiguous() if grad is None else grad + g
-            out[name] = grad
+            shape = self._shapes.get(name)
+            out[name] = grad if shape is None else grad.view(shape)
         return out

@@ -14,9 +14,9 @@ class _Linear(torch.autograd.Function):
     output depends on that row alone."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, step: ReproStep, wname: str, bname: str):
+    def forward(ctx, x, weight, bias, step: ReproStep, wname: str, bname: str, per_row: int):
         qa = step.quantize_rows(x.detach().contiguous())
-        ctx.step, ctx.names, ctx.qa, ctx.weight = step, (wname, bname), qa, weight
+        ctx.step, ctx.names, ctx.qa, ctx.weight, ctx.per_row = step, (wname, bname), qa, weight, per_row
         return step.engine.matmul(qa, step.weight(wname, weight, "forward"),
                                   None if bias is None else bias.detach())
 
@@ -24,13 +24,20 @@ class _Linear(torch.autograd.Function):
     def backward(ctx, g):
         step, g = ctx.step, g.contiguous()
         wname, bname = ctx.names
-        step.book.weight(wname, g, ctx.qa)
-        if bname:
-            step.book.columns(bname, g)
+        weight = ctx.weight
+        step.book.linear(wname, bname, g, ctx.qa, ctx.per_row, weight.shape if weight.dim() != 2 else None)
         dx = None
         if ctx.needs_input_grad[0]:
-            dx = step.engine.matmul(step.quantize_rows(g), step.weight(wname, ctx.weight, "input"))
-        return dx, None, None, None, None, None
+            dx = step.engine.matmul(step.quantize_rows(g), step.weight(wname, weight, "input"))
+        return dx, None, None, None, None, None, None
+
+
+def linear_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, step: ReproStep,
+                wname: str, bname: str, per_row: int = 1) -> torch.Tensor:
+    """Repro ``x @ W.T + b`` for rows ``x`` (rows, in) and ``W`` (out, in, or (out, ...)
+    flattened to it: a convolution's); each row of
+    the step's batch gives ``per_row`` rows here (a convolution's patches)."""
+    return _Linear.apply(x, weight, bias, step, wname, bname if bias is not None else "", per_row)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, step: ReproStep | None,
@@ -41,8 +48,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ste
     if step is None:
         return F.linear(x, weight, bias)
     lead = x.shape[:-1]
-    out = _Linear.apply(x.reshape(-1, x.shape[-1]), weight, bias, step, weight_name or name + ".weight",
-                        name + ".bias" if bias is not None else "")
+    out = linear_rows(x.reshape(-1, x.shape[-1]), weight, bias, step, weight_name or name + ".weight",
+                      name + ".bias")
     return out.view(*lead, weight.shape[0])
 
 

@@ -30,10 +30,36 @@ class ReproStep:
         return quantize(x, 1, self.limbs, fuse=self.fuse)
 
     def weight(self, name: str, w: torch.Tensor, use: str) -> Operand:
-        """``w`` (out, in) as the right operand of the ``forward`` product (``w.T``, one
+        """``w`` (out, in; or (out, ...), flattened) as the right operand of the ``forward`` product (``w.T``, one
         scale per output channel) or of the ``input`` gradient (``w``, one per input feature)."""
         key = (name, use)
         if key not in self._weights:
-            self._weights[key] = quantize(w.detach().T if use == "forward" else w.detach(), 0, self.limbs,
-                                          fuse=self.fuse)
+            w = w.detach()
+            w = w.reshape(w.shape[0], -1)
+            self._weights[key] = quantize(w.T if use == "forward" else w, 0, self.limbs, fuse=self.fuse)
         return self._weights[key]
+
+
+def repro_gradients(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor, engine: GemmEngine,
+                    limbs: int, micro_batch: int | None = None):
+    """Repro gradients of a model's mean loss over the batch ``(inputs, targets)``, split
+    along the first dimension: ``(grads by parameter name, [(sumexp, target)] per slice)``.
+
+    ``model.loss(inputs, targets, step, total_rows, losses)`` runs the forward and returns
+    the placeholder to call ``backward`` on; its rows are the targets' elements (samples,
+    or tokens for a language model). With ``micro_batch`` samples per slice the book makes
+    two passes (maxima, then sums) and every bit is the same as in one piece.
+    """
+    n, rows = inputs.shape[0], targets.numel()
+    size = n if not micro_batch or micro_batch >= n else int(micro_batch)
+    slices = [(i, min(i + size, n)) for i in range(0, n, size)]
+    step = ReproStep(engine, limbs, rows)
+    if len(slices) > 1:
+        step.book.mode = "observe"
+        for lo, hi in slices:
+            model.loss(inputs[lo:hi], targets[lo:hi], step, rows, []).backward()
+        step.book.mode = "add"
+    losses: list = []
+    for lo, hi in slices:
+        model.loss(inputs[lo:hi], targets[lo:hi], step, rows, losses).backward()
+    return step.book.result(), losses
