@@ -63,6 +63,8 @@ def job() -> None:
 @click.option("--layers", type=click.IntRange(1, 96), default=4, show_default=True, help="LM: blocks.")
 @click.option("--heads", type=click.IntRange(1, 64), default=4, show_default=True, help="LM: attention heads.")
 @click.option("--seq-len", type=click.IntRange(2, 8192), default=128, show_default=True, help="LM: context bytes.")
+@click.option("--dropout", type=click.FloatRange(0, 0.9), default=0.0, show_default=True,
+              help="LM: dropout rate on the embeddings and residual branches (a counter-based mask: reproducible).")
 @click.option("--outer-lr", type=click.FloatRange(0, 10, min_open=True),
               help="LM: DiLoCo outer learning rate [default: 0.7; with --outer-momentum 0 and 1.0: FedAvg].")
 @click.option("--outer-momentum", type=click.FloatRange(0, 1, max_open=True),
@@ -114,7 +116,7 @@ def job() -> None:
 @click.option("--no-approve", is_flag=True, help="Use the existing allowance instead of approving the escrow.")
 @json_option
 @session_options(signing=True)
-def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, layers, heads, seq_len, outer_lr,
+def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, layers, heads, seq_len, dropout, outer_lr,
                outer_momentum, warmup, shards, rounds, steps, batch_size, checkpoint_interval,
                optimizer, lr, momentum, seed, numeric_mode, limbs, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
                accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
@@ -129,20 +131,24 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
 
     lm = model == "lm"
     batch_size = batch_size or (8 if lm else 32)
+    shape = {"d_model": d_model, "n_layers": layers, "n_heads": heads, "seq_len": seq_len}
+    if dropout:
+        shape["dropout"] = dropout
     if memory_mib is None:
         from submitter.jobs import lm_memory_mib
 
-        memory_mib = 1024 if not lm else max(1024, lm_memory_mib(
-            {"d_model": d_model, "n_layers": layers, "n_heads": heads, "seq_len": seq_len}, batch_size))
+        memory_mib = 1024 if not lm else max(1024, lm_memory_mib(shape, batch_size))
     if data is not None and not lm:
         raise Refused("--data is the text of --model lm; an MLP's data is --dataset")
+    if dropout and not lm:
+        raise Refused("--dropout is an option of --model lm")
     outer = None
     if lm and (outer_lr, outer_momentum) != (1.0, 0.0):
         outer = {"lr": 0.7 if outer_lr is None else outer_lr, "momentum": 0.9 if outer_momentum is None else outer_momentum}
     spec = TrainingSpec(name or ("text-lm" if lm else "digits-mlp"), (data or "demo") if lm else dataset, hidden, shards, rounds, steps, batch_size,
                         checkpoint_interval, optimizer or ("adamw" if lm else "sgd"), lr or (0.003 if lm else 0.1),
                         momentum, seed, numeric_mode, limbs, model,
-                        {"d_model": d_model, "n_layers": layers, "n_heads": heads, "seq_len": seq_len} if lm else None,
+                        shape if lm else None,
                         outer, warmup)
     terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
                      challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks)

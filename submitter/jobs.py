@@ -80,16 +80,11 @@ class JobPlan:
 
 
 def lm_memory_mib(lm: dict, batch: int) -> int:
-    """About how much memory training the LM takes: parameters, gradients and AdamW's two
-    moments (16 bytes a parameter), the activations a step keeps (per layer some 34 floats
-    a token and channel plus 5 per attention score), and the runtime's own ~300 MiB."""
-    from truetrain.training.lm import lm_param_shapes, parse_lm_spec
+    """:func:`~truetrain.training.memory.training_memory_mib` of an LM given as CLI fields."""
+    from truetrain.training.lm import parse_lm_spec
+    from truetrain.training.memory import training_memory_mib
 
-    spec = parse_lm_spec({"kind": "lm", **lm})
-    params = sum(math.prod(s) for s in lm_param_shapes(spec).values())
-    tokens = batch * spec.seq_len
-    activations = 4 * tokens * spec.n_layers * (34 * spec.d_model + 5 * spec.n_heads * spec.seq_len)
-    return math.ceil((16 * params + activations) / 2**20) + 300
+    return training_memory_mib(parse_lm_spec({"kind": "lm", **lm}), batch)
 
 
 def plan_text_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:

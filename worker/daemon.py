@@ -30,6 +30,7 @@ from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task
                               publish_result, result_commitment)
 from truetrain.market.compute import ComputedResult
 from truetrain.market.faulty import WithholdingStore, faulty_result
+from truetrain.training.memory import offer_refusal
 
 log = logging.getLogger("worker")
 
@@ -75,8 +76,10 @@ class WorkerDaemon(Daemon):
             log.log(logging.INFO if outcome == "won" else logging.WARNING, "dispute %s", outcome,
                     extra={"game": entry.task_id})
 
-    def fits(self, job) -> bool:
-        return job.device_class <= self.profile.device_class and job.memory_mib <= self.profile.memory_mib
+    def refusal(self, job_id: int) -> str | None:
+        """Why this worker declines the job's tasks (its device or memory), or None."""
+        return offer_refusal(self.reader.job(job_id), self.reader.manifest(job_id), self.profile.device_class,
+                             self.profile.memory_mib)
 
     def work(self, entry: Entry) -> None:
         task = self.reader.task(entry.task_id)
@@ -91,11 +94,10 @@ class WorkerDaemon(Daemon):
             return
         market = self.market.functions
         if task.status == TaskStatus.OFFERED:
-            job = self.reader.job(task.job_id)
-            if not self.fits(job):
-                self.book.close_entry(entry.task_id, WORK, "lost", "job does not fit this machine")
-                log.warning("declined offer: job needs device class %d and %d MiB", job.device_class, job.memory_mib,
-                            extra=ident)
+            refusal = self.refusal(task.job_id)
+            if refusal is not None:
+                self.book.close_entry(entry.task_id, WORK, "lost", refusal)
+                log.warning("declined offer: %s", refusal, extra=ident)
                 return
             self.send("acceptTask", market.acceptTask(entry.task_id))
         elif task.status == TaskStatus.RUNNING:

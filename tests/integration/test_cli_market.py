@@ -20,6 +20,8 @@ from truetrain import devnet
 from truetrain.chain.client import ChainClient, dev_account
 from truetrain.chain.devnet import free_port
 from truetrain.cli import main
+from truetrain.training.lm import parse_lm_spec
+from truetrain.training.memory import training_memory_mib
 
 E = 10**18
 TINY_JOB = ["--shards", "2", "--rounds", "2", "--steps", "20", "--checkpoint-interval", "10", "--hidden", "32",
@@ -261,12 +263,12 @@ def test_job_submit_lm_from_a_text_file_publishes_text_shards(net, tmp_path):
     text.write_text("".join(f"line {i}: the quick brown fox, {i * i}\n" for i in range(3000)))
     created = net.json("job", "submit", "--account", 6, "--model", "lm", "--data", text, "--d-model", 32,
                        "--layers", 1, "--heads", 2, "--seq-len", 32, "--shards", 2, "--rounds", 1, "--steps", 10,
-                       "--checkpoint-interval", 5, "--batch-size", 4)
+                       "--checkpoint-interval", 5, "--batch-size", 4, "--dropout", 0.1)
     assert created["model"].startswith("byte-level LM d32 x 1 layers (") and created["escrow_wei"] == 3 * 12 * E
     import json
 
     manifest = json.loads(net.ipfs_cat(created["manifest_cid"]))
-    assert manifest["model"] == {"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 32}
+    assert manifest["model"] == {"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 32, "dropout": 0.1}
     assert manifest["optimizer"]["kind"] == "adamw" and manifest["outer"] == {"lr": 0.7, "momentum": 0.9}
     shard = net.ipfs_cat(manifest["shards"][0]["cid"])
     assert shard.startswith(b"TTTEXT1\nline 0: the quick brown fox")
@@ -275,9 +277,21 @@ def test_job_submit_lm_from_a_text_file_publishes_text_shards(net, tmp_path):
             f"error: job {created['job_id']} has no global checkpoint yet (round 0)", code=1)
 
 
+def test_job_submit_lm_options_on_a_classifier_are_refused(net, tmp_path):
+    before = net.nonce(6)
+    refused(net.cli("job", "submit", "--account", 6, "--dropout", 0.1), "error: --dropout is an option of --model lm")
+    (tmp_path / "x.txt").write_text("some text\n")
+    refused(net.cli("job", "submit", "--account", 6, "--data", tmp_path / "x.txt"),
+            "error: --data is the text of --model lm; an MLP's data is --dataset")
+    assert net.nonce(6) == before
+
+
 def test_job_sample_of_a_classifier_is_refused(net, completed_job):
     refused(net.cli("job", "sample", completed_job["job_id"], "--prompt", "x"),
             f"error: job {completed_job['job_id']} trains a mlp, not a language model: nothing to sample")
+
+
+BIG_LM = {"kind": "lm", "d_model": 1024, "n_layers": 24, "n_heads": 4, "seq_len": 128}
 
 
 @pytest.mark.parametrize("content, extra, message, code", [
@@ -286,7 +300,8 @@ def test_job_sample_of_a_classifier_is_refused(net, completed_job):
     (b"short text\n", [], "error: text of 11 bytes is too short: 3 shards and a held-out split need at least "
                           "129 bytes each (sequence length 128 + 1)", 1),
     (b"x\n" * 5000, ["--d-model", "1024", "--layers", "24", "--memory-mib", "1024"],
-     "error: the model needs about 8,423 MiB to train (parameters, optimizer state, activations), more than "
+     f"error: the model needs about {training_memory_mib(parse_lm_spec(BIG_LM), 8):,} "
+     "MiB to train (parameters, optimizer state, activations), more than "
      "--memory-mib 1,024: raise it or shrink the model or batch", 2),
 ], ids=["empty", "not-utf8", "too-short", "too-big"])
 def test_job_submit_lm_bad_text_or_size_refused_before_anything_is_sent(net, tmp_path, content, extra, message,

@@ -146,3 +146,61 @@ def test_heldoutMetrics_andSampling_deterministic(corpus, make_manifest):
     hot = sample(manifest, result.final_checkpoint, b"def ", 12, temperature=1.0, seed=5)
     assert hot == sample(manifest, result.final_checkpoint, b"def ", 12, temperature=1.0, seed=5)
     assert hot != sample(manifest, result.final_checkpoint, b"def ", 12, temperature=1.0, seed=6)
+
+
+def test_dropoutMask_rateDeterminismAndSlices():
+    from truetrain.training.ops.dropout import keep_mask
+
+    key = bytes(range(32))
+    mask = keep_mask((1000, 1000), key, "blocks.0.attn", 0, 0.25, "cpu")
+    scale = float(torch.tensor(1.0) / torch.tensor(0.75))
+    assert set(mask.unique().tolist()) == {0.0, scale}
+    assert abs(float((mask == 0).float().mean()) - 0.25) < 0.002
+    assert torch.equal(mask, keep_mask((1000, 1000), key, "blocks.0.attn", 0, 0.25, "cpu"))
+    # a slice of the batch draws its part of the whole batch's mask
+    assert torch.equal(keep_mask((10, 1000), key, "blocks.0.attn", 370 * 1000, 0.25, "cpu"), mask[370:380])
+    other = keep_mask((1000, 1000), key, "blocks.0.mlp", 0, 0.25, "cpu")
+    assert 0.3 < float(((mask == 0) != (other == 0)).float().mean()) < 0.45  # sites draw apart: 2pq = 0.375
+    assert not bool(keep_mask((64,), key, "x", 0, 0.0, "cpu").eq(0).any())
+
+
+def test_dropout_microBatchesKeepTheMask_andStockDrawsTheSameOne():
+    spec = parse_lm_spec({"kind": "lm", "d_model": 32, "n_layers": 2, "n_heads": 4, "seq_len": 16, "dropout": 0.2})
+    params = lm_init_params(spec, 4)
+    model, plain = TransformerLM(spec, params), TransformerLM(SPEC, params)
+    ids, targets = _batch(5)
+    model.dropout_key = bytes(32)
+    want, _ = repro_gradients(model, ids, targets, FLOAT64, 2)
+    for engine, micro in ((FLOAT64, 1), (WORKER, 4), (WORKER, None)):
+        got, _ = repro_gradients(model, ids, targets, engine, 2, micro)
+        assert all(torch.equal(want[k], got[k]) for k in want), (engine.route, micro)
+    without, _ = repro_gradients(plain, ids, targets, FLOAT64, 2)
+    assert not torch.equal(want["tok_emb"], without["tok_emb"])
+    with torch.no_grad():  # stock mode draws the same mask: its logits are the repro ones, within rounding
+        repro = model(ids, ReproStep(WORKER, 2, ids.numel()))
+        stock = model(ids)
+        model.dropout_key = None  # evaluation: nothing dropped
+        assert torch.equal(model(ids), plain(ids))
+    assert float((repro - stock).abs().max()) < 1e-3 * float(stock.abs().max())
+    assert float((stock - plain(ids).detach()).abs().max()) > 1e-2
+
+
+def test_dropout_refusals():
+    for p in (-0.1, 0.95, "0.1", True):
+        with pytest.raises(ManifestError) as err:
+            parse_lm_spec({"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 4, "seq_len": 8, "dropout": p})
+        assert str(err.value) == f"model.dropout: expected a number in [0, 0.9], got {p!r}"
+
+
+def test_lmTask_withDropout_replaysBitForBit(corpus, make_manifest):
+    from truetrain.training import decode_checkpoint, replay, run_task
+
+    shards, held = corpus
+    manifest, blobs = _lm_manifest(make_manifest, shards, held, model={
+        "kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 16, "dropout": 0.1})
+    result = run_task(manifest, blobs[0], None, 0, 0)
+    assert run_task(manifest, blobs[0], None, 0, 0, micro_batch=1).checkpoint_hashes == result.checkpoint_hashes
+    middle = decode_checkpoint(result.checkpoints[1])
+    assert replay(manifest, blobs[0], middle, 3).hash() == result.checkpoint_hashes[2]
+    plain, _ = _lm_manifest(make_manifest, shards, held)
+    assert run_task(plain, blobs[0], None, 0, 0).checkpoint_hashes[1] != result.checkpoint_hashes[1]

@@ -16,6 +16,7 @@ import logging
 import signal
 import threading
 import time
+from dataclasses import replace
 
 from truetrain.chain.client import ChainClient
 from truetrain.chain.events import EventFollower, Subscription
@@ -280,6 +281,8 @@ class Daemon:
         keep_freed_memory()
         self.gemm = self.check_gemm()
         self.profile = detect(gemm_route=self.gemm.route)
+        if self.settings.memory_mib:  # share part of the machine: declare (and hold to) less
+            self.profile = replace(self.profile, memory_mib=min(self.profile.memory_mib, self.settings.memory_mib))
         genesis = bytes(self.client.w3.eth.get_block(0)["hash"]).hex()
         if self.book.bind_chain(f"{genesis}:{self.market.address}"):
             log.warning("the chain or market changed since the book was written: starting a fresh book")

@@ -55,6 +55,9 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
                      help=f"Also draw, time out and finalize tasks [default: {'on' if keeper_default else 'off'}]."),
         click.option("--region", type=click.IntRange(0, 65535), help="Region code to declare."),
         click.option("--max-concurrent", type=click.IntRange(1, 255), help="Tasks at once to declare."),
+        click.option("--memory-mib", type=click.IntRange(0, 2**31 - 1),
+                     help="Declare at most this much memory; tasks that need more are declined [default: 0, "
+                          "all the device has]."),
         click.option("--log-format", type=click.Choice(["json", "text"]), help="Log lines as JSON or text."),
         click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), help="Also log to this file."),
         click.option("--max-ticks", type=click.IntRange(1), hidden=True),

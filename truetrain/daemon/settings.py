@@ -36,6 +36,8 @@ class DaemonSettings:
     ``heartbeat_blocks``: a heartbeat is sent when the last one is this many blocks old.
     ``keeper``: also do the permissionless upkeep (draw tasks, time out late ones, finalize).
     ``sample_rate``: share of other workers' finished tasks a verifier replays.
+    ``memory_mib``: declare at most this much memory (0: what the device has); a worker
+    declines tasks whose model needs more.
     ``metrics_port`` 0 turns the Prometheus endpoint off.
     """
 
@@ -59,6 +61,7 @@ class DaemonSettings:
     sample_rate: float = 0.0
     region: int = 0
     max_concurrent: int = 1
+    memory_mib: int = 0
     log_format: str = "json"
     log_file: Path | None = None
 
@@ -81,7 +84,7 @@ class DaemonSettings:
             raise ConfigError(f"sample_rate must be in [0, 1], got {self.sample_rate!r}")
         for name, low, high in (("metrics_port", 0, 65535), ("confirmations", 0, 64), ("heartbeat_blocks", 1, 10**9),
                                 ("stake_wei", 0, 2**128 - 1), ("region", 0, 65535), ("max_concurrent", 1, 255),
-                                ("account_index", 0, 19)):
+                                ("memory_mib", 0, 2**31 - 1), ("account_index", 0, 19)):
             value = getattr(self, name)
             if name == "account_index" and value is None:
                 continue

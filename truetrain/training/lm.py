@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..errors import ManifestError
-from .ops import ReproStep, causal_attention, cross_entropy, embedding, gelu, layer_norm, linear
+from .ops import ReproStep, causal_attention, cross_entropy, dropout, embedding, gelu, layer_norm, linear
 from .rng import derive_key, uniform
 
 VOCAB = 256
@@ -37,6 +37,7 @@ class LMSpec:
     n_heads: int
     d_ff: int
     seq_len: int
+    dropout: float = 0.0
     vocab: int = VOCAB
 
     kind: str = "lm"
@@ -52,10 +53,11 @@ class LMSpec:
 
 def parse_lm_spec(raw, field: str = "model") -> LMSpec:
     """``{"kind": "lm", "d_model", "n_layers", "n_heads", "seq_len", "d_ff" (default
-    4 * d_model)}``; the first problem raises ManifestError naming the field."""
+    4 * d_model), "dropout" (default 0)}``; the first problem raises ManifestError naming
+    the field."""
     if not isinstance(raw, dict) or raw.get("kind") != "lm":
         raise ManifestError(f"{field}: expected an object with kind 'lm'")
-    allowed = {"kind", "d_model", "n_layers", "n_heads", "d_ff", "seq_len"}
+    allowed = {"kind", "d_model", "n_layers", "n_heads", "d_ff", "seq_len", "dropout"}
     extra = sorted(set(raw) - allowed)
     if extra:
         raise ManifestError(f"{field}.{extra[0]}: unknown field")
@@ -70,7 +72,11 @@ def parse_lm_spec(raw, field: str = "model") -> LMSpec:
     heads = num("n_heads", 1, 64)
     if d % heads:
         raise ManifestError(f"{field}.n_heads: {heads} does not divide d_model {d}")
-    return LMSpec(d, num("n_layers", 1, 96), heads, num("d_ff", 8, 16384, 4 * d), num("seq_len", 2, 8192))
+    p = raw.get("dropout", 0)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 0.9:
+        raise ManifestError(f"{field}.dropout: expected a number in [0, 0.9], got {p!r}")
+    return LMSpec(d, num("n_layers", 1, 96), heads, num("d_ff", 8, 16384, 4 * d), num("seq_len", 2, 8192),
+                  float(p))
 
 
 def lm_param_shapes(spec: LMSpec) -> dict[str, tuple[int, ...]]:
@@ -123,7 +129,13 @@ class _Block(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    """The model; ``forward(ids, step)`` gives logits (B, T, 256) for byte ids (B, T)."""
+    """The model; ``forward(ids, step)`` gives logits (B, T, 256) for byte ids (B, T).
+
+    With ``spec.dropout`` > 0, dropout acts on the embeddings and on each residual branch
+    (after the attention and MLP projections) while ``dropout_key`` is set: the trainer
+    sets it for every step (from the task's RNG key and the step number); left None, as
+    in evaluation and sampling, nothing is dropped.
+    """
 
     def __init__(self, spec: LMSpec, params: dict[str, torch.Tensor] | None = None):
         super().__init__()
@@ -132,6 +144,7 @@ class TransformerLM(nn.Module):
         self.pos_emb = nn.Parameter(torch.empty(spec.seq_len, spec.d_model))
         self.blocks = nn.ModuleList(_Block(spec) for _ in range(spec.n_layers))
         self.ln_f = _Affine(spec.d_model)
+        self.dropout_key: bytes | None = None
         if params is not None:
             self.load_state_dict({k: v.clone() for k, v in params.items()})
 
@@ -139,8 +152,14 @@ class TransformerLM(nn.Module):
         spec = self.spec
         b, t = ids.shape
         h, dh = spec.n_heads, spec.head_dim
+        key, first = self.dropout_key, step.offset if step is not None else 0
+
+        def drop(x, site):
+            return dropout(x, spec.dropout, key, site, first)
+
         positions = torch.arange(t, device=ids.device).expand(b, t)
         x = embedding(ids, self.tok_emb, step, "tok_emb") + embedding(positions, self.pos_emb, step, "pos_emb")
+        x = drop(x, "emb")
         for i, blk in enumerate(self.blocks):
             p = f"blocks.{i}."
             a = layer_norm(x, blk.ln1.weight, blk.ln1.bias, LN_EPS, step, p + "ln1")
@@ -148,10 +167,10 @@ class TransformerLM(nn.Module):
             q, k, v = qkv.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4).unbind(0)
             a = causal_attention(q.contiguous(), k.contiguous(), v.contiguous(), step)
             a = a.transpose(1, 2).reshape(b, t, spec.d_model)
-            x = x + linear(a, blk.attn.proj.weight, blk.attn.proj.bias, step, p + "attn.proj")
+            x = x + drop(linear(a, blk.attn.proj.weight, blk.attn.proj.bias, step, p + "attn.proj"), p + "attn")
             a = layer_norm(x, blk.ln2.weight, blk.ln2.bias, LN_EPS, step, p + "ln2")
             a = gelu(linear(a, blk.mlp.fc.weight, blk.mlp.fc.bias, step, p + "mlp.fc"), step)
-            x = x + linear(a, blk.mlp.proj.weight, blk.mlp.proj.bias, step, p + "mlp.proj")
+            x = x + drop(linear(a, blk.mlp.proj.weight, blk.mlp.proj.bias, step, p + "mlp.proj"), p + "mlp")
         x = layer_norm(x, self.ln_f.weight, self.ln_f.bias, LN_EPS, step, "ln_f")
         return linear(x, self.tok_emb, None, step, "head", weight_name="tok_emb")
 

@@ -24,8 +24,11 @@ from .models import build_model, param_shapes
 from .ops import repro_gradients
 from .optim import build_stock_optimizer, export_stock_state, init_state, repro_update, stock_step
 from .repro_ops import xent_loss
-from .rng import batch_indices
+from .rng import batch_indices, subkey
 from .text import TextShard
+
+
+DROPOUT_DOMAIN = 0x64726F70  # "drop": the dropout keys' branch of a task's RNG key
 
 
 def as_shard(data, manifest: Manifest | None = None):
@@ -126,6 +129,8 @@ class TrainRun:
 
     def run_step(self) -> None:
         xb, yb = self._batch()
+        if self.lm:  # this step's dropout mask (used only when the model has dropout)
+            self.module.dropout_key = subkey(self.rng_key, DROPOUT_DOMAIN, self.step)
         if self.m.repro:
             grads, parts = repro_gradients(self.module, xb, yb, self.engine, self.m.limbs, self.micro_batch)
             repro_update(self.m.optimizer, self.params, grads, self.state)

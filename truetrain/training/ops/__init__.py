@@ -8,10 +8,11 @@ of any such model."""
 from .attention import bmm_exact, causal_attention
 from .book import GradBook
 from .conv import conv2d, max_pool2x2, relu
+from .dropout import dropout
 from .elementwise import gelu, layer_norm
 from .linear import embedding, linear
 from .loss import cross_entropy, softmax_xent
 from .step import ReproStep, repro_gradients
 
-__all__ = ["GradBook", "ReproStep", "bmm_exact", "causal_attention", "conv2d", "cross_entropy", "embedding",
+__all__ = ["GradBook", "ReproStep", "bmm_exact", "causal_attention", "conv2d", "cross_entropy", "dropout", "embedding",
            "gelu", "layer_norm", "linear", "max_pool2x2", "relu", "repro_gradients", "softmax_xent"]

@@ -19,6 +19,7 @@ class ReproStep:
     def __init__(self, engine: GemmEngine, limbs: int, rows: int):
         self.engine, self.limbs = engine, limbs
         self.book = GradBook(engine, limbs, rows)
+        self.offset = 0  # the batch position of the current slice's first sample
         self._weights: dict[tuple[str, str], Operand] = {}
 
     @property
@@ -57,9 +58,11 @@ def repro_gradients(model: torch.nn.Module, inputs: torch.Tensor, targets: torch
     if len(slices) > 1:
         step.book.mode = "observe"
         for lo, hi in slices:
+            step.offset = lo
             model.loss(inputs[lo:hi], targets[lo:hi], step, rows, []).backward()
         step.book.mode = "add"
     losses: list = []
     for lo, hi in slices:
+        step.offset = lo
         model.loss(inputs[lo:hi], targets[lo:hi], step, rows, losses).backward()
     return step.book.result(), losses
