@@ -57,7 +57,7 @@ compile: setup ## Compile the contracts (brownie, through the solc facade)
 
 test: setup ## Run the whole test suite: forge invariants (256 runs x depth 64), then pytest (starts and stops Anvil and IPFS dev nodes itself)
 	forge test $(FORGE_ARGS)
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests --durations=10 $(PYTEST_ARGS)
 
 demo: compile ## Run the main job end to end: devnet up, 3 worker + 1 verifier daemons, a digits job of 3 shards x 3 rounds
 	$(PY) scripts/demo.py
