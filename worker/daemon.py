@@ -26,6 +26,7 @@ import time
 
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
+from truetrain.daemon.devices import DevicePool
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
                               publish_result, result_commitment)
 from truetrain.market.compute import ComputedResult
@@ -44,6 +45,11 @@ class WorkerDaemon(Daemon):
     #: A game has a clock; a task's work trains (slow).
     kinds = (DEFEND, OPEN_GAME, WORK)
     slow_kinds = frozenset({WORK})
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        #: The device of each of the up to max_concurrent tasks training at once.
+        self.devices = DevicePool(self.device, settings.max_concurrent)
 
     def on_event(self, event) -> None:
         args, mine = event.args, event.args.get("worker", "").lower() == self.address.lower()
@@ -75,6 +81,10 @@ class WorkerDaemon(Daemon):
             self.metrics.disputes.labels(outcome).inc()
             log.log(logging.INFO if outcome == "won" else logging.WARNING, "dispute %s", outcome,
                     extra={"game": entry.task_id})
+
+    def lane_threads(self) -> int:
+        """As many tasks at once as this worker declares it runs (the contracts assign no more)."""
+        return self.settings.max_concurrent
 
     def refusal(self, job_id: int) -> str | None:
         """Why this worker declines the job's tasks (its device or memory), or None."""
@@ -131,29 +141,33 @@ class WorkerDaemon(Daemon):
 
     def compute_and_publish(self, task_id: int) -> tuple[bytes, str]:
         """Run in the lane: the task's result and the CID it was published under."""
-        started = time.monotonic()
-        result = self.compute(task_id)
+        started, at = time.monotonic(), time.time()
+        self.faults.before_compute()
+        with self.devices.acquire() as device:
+            result = self.compute(task_id, device)
         seconds = time.monotonic() - started
         store = WithholdingStore() if "withhold" in self.faults else self.store
         if result.is_aggregation:
             cid = store.add_bytes(result.aggregated.to_bytes()).cid
-            log.info("aggregated round", extra={"task": str(task_id), "cid": cid, "seconds": round(seconds, 2)})
+            log.info("aggregated round", extra={"task": str(task_id), "cid": cid, "seconds": round(seconds, 2),
+                                                "started": round(at, 3), "device": device})
         else:
             manifest = self.reader.manifest(decode_task_id(task_id)[0])
             cid, _ = publish_result(store, task_id, result.training, manifest.checkpoint_interval)
             self.metrics.steps.inc(result.steps)
             self.metrics.steps_per_second.set(result.steps / seconds if seconds > 0 else 0)
             log.info("trained task", extra={"task": str(task_id), "steps": result.steps, "cid": cid,
-                                            "seconds": round(seconds, 2),
+                                            "seconds": round(seconds, 2), "started": round(at, 3), "device": device,
                                             "loss": round(result.training.metrics["final_train_loss"], 4)})
         return result.root, cid
 
-    def compute(self, task_id: int) -> ComputedResult:
-        """The task's result: honest, or the named cheat of a faulty worker (training tasks only)."""
+    def compute(self, task_id: int, device: str) -> ComputedResult:
+        """The task's result on ``device``: honest, or the named cheat of a faulty worker
+        (training tasks only)."""
         cheat = self.faults.cheat
         job_id, _, index = decode_task_id(task_id)
         if cheat is None or index == self.reader.job(job_id).shards:
-            return compute_task(self.reader, task_id, device=self.device)
+            return compute_task(self.reader, task_id, device=device)
         log.warning("fault: computing a %s result", cheat, extra={"task": str(task_id)})
-        result = faulty_result(self.reader, task_id, cheat, self.faults.arg(cheat), device=self.device)
+        result = faulty_result(self.reader, task_id, cheat, self.faults.arg(cheat), device=device)
         return ComputedResult(task_id, result.merkle_root, training=result)

@@ -123,7 +123,43 @@ def test_close_dropsWhatHasNotStarted():
         lane.take("queued", lambda: ran.append("queued"))
     lane.close()
     gate.set()
-    lane._thread.join(WAIT_S)
-    assert not lane._thread.is_alive()
+    [thread] = lane._threads
+    thread.join(WAIT_S)
+    assert not thread.is_alive()
     assert ran == []
     assert lane.busy() == 0
+
+
+def test_lane_ofTwoThreads_runsTwoComputationsAtOnce_andAThirdWaits():
+    lane = Lane("test", threads=2)
+    release = threading.Event()
+    running, lock, peak = [], threading.Lock(), []
+
+    def task(name):
+        def run():
+            with lock:
+                running.append(name)
+                peak.append(len(running))
+            assert release.wait(WAIT_S)
+            with lock:
+                running.remove(name)
+            return name
+        return run
+
+    for name in ("a", "b", "c"):
+        with pytest.raises(Pending):
+            lane.take(name, task(name))
+    for _ in range(500):  # both threads busy: a and b run together, c waits for a free thread
+        if len(peak) >= 2:
+            break
+        threading.Event().wait(0.01)
+    assert sorted(running) == ["a", "b"] and max(peak) == 2
+    release.set()
+    assert [take_when_ready(lane, name) for name in ("a", "b", "c")] == ["a", "b", "c"]
+    assert max(peak) == 2
+    lane.close()
+
+
+def test_lane_refusesNoThreads():
+    with pytest.raises(ValueError, match="^a lane needs at least one thread, got 0$"):
+        Lane("test", threads=0)

@@ -89,9 +89,13 @@ class Daemon:
         self.keeper = Keeper(self) if settings.keeper else None
         self.faults = Faults.from_env()
         #: Training and replays run here, so the loop keeps moving games meanwhile.
-        self.lane = Lane(f"{self.role}-lane")
+        self.lane = Lane(f"{self.role}-lane", threads=self.lane_threads())
         self.ticks = 0
         self.block = 0
+
+    def lane_threads(self) -> int:
+        """How many computations run at once: one (a worker runs its declared capacity)."""
+        return 1
 
     # --- connecting and taking part -----------------------------------------------------
 

@@ -54,7 +54,9 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
         click.option("--keeper/--no-keeper", default=None,
                      help=f"Also draw, time out and finalize tasks [default: {'on' if keeper_default else 'off'}]."),
         click.option("--region", type=click.IntRange(0, 65535), help="Region code to declare."),
-        click.option("--max-concurrent", type=click.IntRange(1, 255), help="Tasks at once to declare."),
+        click.option("--max-concurrent", type=click.IntRange(1, 255),
+                     help="Tasks at once to declare; a worker trains that many side by side (CPU cores split "
+                          "between them; on several GPUs, one each by free memory) [default: 1]."),
         click.option("--memory-mib", type=click.IntRange(0, 2**31 - 1),
                      help="Declare at most this much memory; tasks that need more are declined [default: 0, "
                           "all the device has]."),

@@ -9,6 +9,8 @@ cheater from a bug. ``TRUETRAIN_FAULT`` holds one or more comma-separated faults
   honestly but perturbs the model at checkpoint step ``<step>``; ``lazy`` returns its start
   checkpoint as every checkpoint; ``wrong-start`` trains from a wrong checkpoint 0;
   ``withhold`` publishes nothing it commits to (its CIDs resolve nowhere);
+* ``slow-compute:<seconds>`` — a slow machine: every computation of the worker's lane
+  waits that long before training (logs ``fault: slow compute``);
 * dispute behaviour: ``stall-dispute`` never moves in a dispute game (loses on its clock);
 * verifier cheats: ``false-challenge`` challenges every sampled result with a wrong root;
   ``lying-referee`` votes for the wrong side; ``silent-referee`` never votes.
@@ -29,6 +31,7 @@ ENV = "TRUETRAIN_FAULT"
 KNOWN = {
     "hang-after": True, "perturb-step": True, "lazy": False, "wrong-start": False, "withhold": False,
     "stall-dispute": False, "false-challenge": False, "lying-referee": False, "silent-referee": False,
+    "slow-compute": True,
 }
 #: Faults that change the result a worker computes (at most one of them at a time).
 CHEATS = ("perturb-step", "lazy", "wrong-start")
@@ -51,6 +54,9 @@ class Faults:
         step = self._faults.get("perturb-step")
         if step is not None and not step.isdigit():
             raise ConfigError(f"{ENV}: perturb-step takes a step number, got {step!r}")
+        slow = self._faults.get("slow-compute")
+        if slow is not None and not slow.replace(".", "", 1).isdigit():
+            raise ConfigError(f"{ENV}: slow-compute takes seconds, got {slow!r}")
 
     @classmethod
     def from_env(cls) -> Faults:
@@ -70,6 +76,13 @@ class Faults:
     def cheat(self) -> str | None:
         """The result-changing fault in force, if any."""
         return next((k for k in CHEATS if k in self._faults), None)
+
+    def before_compute(self) -> None:
+        """The ``slow-compute`` fault: wait before a computation (in the lane's thread)."""
+        seconds = self._faults.get("slow-compute")
+        if seconds is not None:
+            log.warning("fault: slow compute, waiting %s s", seconds)
+            threading.Event().wait(float(seconds))
 
     def after_send(self, function: str) -> None:
         if function == self.hang_after:

@@ -9,8 +9,10 @@ for it asks again on later ticks and gets the value once it is ready. torch rele
 GIL in its kernels, so the loop keeps stepping while the lane trains.
 
 Only the computation runs in the lane: book writes and transactions stay in the loop's
-thread. One computation runs at a time, in the order asked for; a daemon that stops does
-not wait for the running one (its result is not in the book, so a restart computes again).
+thread. A lane of ``threads`` threads runs that many computations at once (a worker's
+declared ``max_concurrent``), started in the order asked for; a daemon that stops does not
+wait for the running ones (their results are not in the book, so a restart computes them
+again, and sends nothing twice: the book holds what was sent).
 """
 
 from __future__ import annotations
@@ -30,14 +32,17 @@ class Pending(Exception):
 
 
 class Lane:
-    """One daemon thread that runs submitted computations in order."""
+    """``threads`` daemon threads that run submitted computations, started in order."""
 
-    def __init__(self, name: str = "lane"):
+    def __init__(self, name: str = "lane", threads: int = 1):
+        if threads < 1:
+            raise ValueError(f"a lane needs at least one thread, got {threads}")
         self.name = name
         self._jobs: dict[Hashable, Future] = {}
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
     def _run(self) -> None:
         while True:
@@ -72,8 +77,9 @@ class Lane:
         return len(self._jobs)
 
     def close(self) -> None:
-        """Drop what has not started and let the thread end after the running one."""
+        """Drop what has not started and let the threads end after the running ones."""
         for future in self._jobs.values():
             future.cancel()
         self._jobs.clear()
-        self._queue.put(None)
+        for _ in self._threads:
+            self._queue.put(None)
