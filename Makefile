@@ -16,7 +16,7 @@ export PATH := $(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export SOLCX_BINARY_PATH := $(SOLCX_DIR)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup test demo gas bench-repro bench-lm bench deploy compile clean distclean
+.PHONY: help setup test demo gas bench-repro bench-lm bench-load bench deploy compile clean distclean
 .PHONY: forge-test fuzz audit economics
 
 help: ## List the targets
@@ -74,7 +74,10 @@ bench-lm: setup ## Print the demo LM stock vs repro vs through the market (bits 
 economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~20 min)
 	$(PY) bench/economics.py
 
-bench: gas bench-repro bench-lm economics ## Run every benchmark
+bench-load: compile ## The market under load: 20 workers, 3 verifiers, 5 jobs x 40 tasks, then with 5 % RPC drops and 2 workers killed (bench/load.py, ~40 min; --quick: a smoke run)
+	$(PY) bench/load.py $(LOAD_ARGS)
+
+bench: gas bench-repro bench-lm bench-load economics ## Run every benchmark
 
 deploy: compile ## Deploy (or reuse) the contracts on RPC=<url> (default: a devnet on 8545)
 	$(PY) scripts/deploy.py --rpc $(or $(RPC),http://127.0.0.1:8545)

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.chain.conftest import mine, rpc
-from tests.chain.flaky_rpc import Drop, FlakyRpcProxy
+from truetrain.chain.flaky_rpc import Drop, FlakyRpcProxy
 from truetrain.chain.client import ChainClient
 from truetrain.chain.devnet import free_port
 from truetrain.errors import ConfigError, ContractRevert, RpcUnavailable, TransactionRejected

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tests.chain.conftest import mine, rpc
-from tests.chain.flaky_rpc import FlakyRpcProxy
+from truetrain.chain.flaky_rpc import FlakyRpcProxy
 from truetrain.chain.client import ChainClient
 from truetrain.chain.cursor import WHOLE_BLOCK
 from truetrain.chain.events import EventFollower, Subscription

@@ -61,17 +61,21 @@ class DaemonProcess:
 
 def start_daemon(role: str, account: int, address: str, *, rpc: str, ipfs: str, home: Path,
                  deployments: Path, extra: list[str] | None = None, env: dict | None = None,
-                 state_dir: Path | None = None) -> DaemonProcess:
-    """Run ``truetrain <role> run`` for devnet account ``account`` in the background."""
+                 state_dir: Path | None = None, key: str | None = None) -> DaemonProcess:
+    """Run ``truetrain <role> run`` for devnet account ``account`` in the background (signing
+    with ``key`` through ``TRUETRAIN_KEY`` when given: an account past Anvil's first 20)."""
     logs = home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     state_dir = state_dir or home / ".state" / f"{role}-{account}"
     log_path = logs / f"{role}-{account}.log"
     offset = log_path.stat().st_size if log_path.exists() else 0
-    args = [sys.executable, "-c", ENTRY[role], "--account", str(account), "--rpc", rpc, "--ipfs", ipfs,
+    signer = [] if key else ["--account", str(account)]
+    args = [sys.executable, "-c", ENTRY[role], *signer, "--rpc", rpc, "--ipfs", ipfs,
             "--deployments", str(deployments), "--state-dir", str(state_dir), "--log-file", str(log_path),
             "--log-format", "json", *(extra or [])]
     environment = {**os.environ, "TRUETRAIN_HOME": str(home), "PYTHONUNBUFFERED": "1", **(env or {})}
+    if key:
+        environment["TRUETRAIN_KEY"] = key
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(logs / f"{role}-{account}.stderr", "ab"),
                             env=environment, start_new_session=True)
     return DaemonProcess(role, account, address, proc, log_path, state_dir, offset)

@@ -1,4 +1,5 @@
-"""A deliberately faulty component: a loopback JSON-RPC proxy that drops every k-th request.
+"""A deliberately faulty component: a loopback JSON-RPC proxy that drops every k-th request
+(``every=0``: none; it still counts them, which is how the load bench counts RPC calls).
 
 ``Drop.BEFORE`` closes the connection without forwarding (the node never sees the request,
 like a refused or reset connection); ``Drop.AFTER`` forwards it and then drops the answer
@@ -32,7 +33,7 @@ class FlakyRpcProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
+            def log_message(self, *args):  # keep test and bench output quiet
                 pass
 
             def do_POST(self):
