@@ -34,7 +34,7 @@ from truetrain.chain.devnet import free_port, start_anvil  # noqa: E402
 from truetrain.chain.flaky_rpc import FlakyRpcProxy  # noqa: E402
 from truetrain.chain.handles import connect_deployment  # noqa: E402
 from truetrain.demo.processes import start_daemon, wait_for_log  # noqa: E402
-from truetrain.market import ROLE_SUBMITTER, JobStatus, decode_task_id  # noqa: E402
+from truetrain.market import ROLE_SUBMITTER, JobStatus, TaskStatus, decode_task_id  # noqa: E402
 from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest  # noqa: E402
 from truetrain.market.views import JobView  # noqa: E402
 from truetrain.storage import StorageClient, StorageSettings, start_devnode, stop_devnode  # noqa: E402
@@ -237,8 +237,17 @@ def measure(net, shape, manifests, daemons, usage, killed, first, last, started,
         "work_s": statistics.median(work) if work else float("nan"),
         "bare_s": bare_training_s(net, next(iter(manifests.values()))),
         "usage": by_role, "killed": killed, "conserved": conserved, "escrow_left": left,
-        "timeouts": len(events(net, "market", "TaskTimedOut", first)), "home": net.home,
+        "timeouts": phases(events(net, "market", "TaskTimedOut", first)), "home": net.home,
     }
+
+
+def phases(timed_out: list) -> str:
+    """How many tasks timed out, by the phase they were in (e.g. ``12 (OFFERED 9, RUNNING 3)``)."""
+    by: dict[str, int] = {}
+    for e in timed_out:
+        name = TaskStatus(e["args"]["phase"]).name
+        by[name] = by.get(name, 0) + 1
+    return f"{len(timed_out)}" + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(by.items())) + ")" if by else "")
 
 
 def report(title: str, r: dict) -> None:

@@ -72,23 +72,33 @@ def unpool(g: torch.Tensor, mask: torch.Tensor, fuse: bool = False) -> torch.Ten
     return gv.view(b, h2, w2, c, 2, 2).permute(0, 1, 4, 2, 5, 3).reshape(b, 2 * h2, 2 * w2, c)
 
 
-class _Relu(torch.autograd.Function):
+class _Masked(torch.autograd.Function):
+    """An op whose backward routes the gradient through a mask its forward made: ReLU
+    (where ``x > 0``) and 2x2 max-pooling (to each window's first maximum)."""
+
     @staticmethod
-    def forward(ctx, x, fuse: bool):
-        out, mask = intgemm_fused.run("relu", fuse, x.detach())
-        ctx.fuse = fuse
+    def forward(ctx, x, kind: str, fuse: bool):
+        out, mask = _MASKED[kind][0](x.detach(), fuse)
+        ctx.kind, ctx.fuse = kind, fuse
         ctx.save_for_backward(mask)
         return out
 
     @staticmethod
     def backward(ctx, g):
         (mask,) = ctx.saved_tensors
-        return apply_mask(mask, g.contiguous(), ctx.fuse), None
+        return _MASKED[ctx.kind][1](g.contiguous(), mask, ctx.fuse), None, None
+
+
+#: kind -> (forward giving (output, mask), backward of (gradient, mask))
+_MASKED = {
+    "relu": (lambda x, fuse: intgemm_fused.run("relu", fuse, x), lambda g, mask, fuse: apply_mask(mask, g, fuse)),
+    "pool": (pool, unpool),
+}
 
 
 def relu(x: torch.Tensor, step: ReproStep | None) -> torch.Tensor:
     """``max(x, 0)`` (repro: +0.0 where ``x <= 0``; the gradient passes where ``x > 0``)."""
-    return torch.relu(x) if step is None else _Relu.apply(x, step.fuse)
+    return torch.relu(x) if step is None else _Masked.apply(x, "relu", step.fuse)
 
 
 class _Im2col(torch.autograd.Function):
@@ -116,20 +126,6 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, step: Repr
     return out.view(b, h, w, weight.shape[0])
 
 
-class _Pool(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, fuse: bool):
-        out, mask = pool(a.detach(), fuse)
-        ctx.fuse = fuse
-        ctx.save_for_backward(mask)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        (mask,) = ctx.saved_tensors
-        return unpool(g.contiguous(), mask, ctx.fuse), None
-
-
 def max_pool2x2(x: torch.Tensor, step: ReproStep | None) -> torch.Tensor:
     """2x2, stride-2 max pooling: NCHW stock, NHWC repro (ties: the first maximum)."""
-    return F.max_pool2d(x, 2) if step is None else _Pool.apply(x, step.fuse)
+    return F.max_pool2d(x, 2) if step is None else _Masked.apply(x, "pool", step.fuse)
