@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,26 +27,34 @@ PEER = Path(__file__).with_name("kubo_peer.py")
 
 
 class KuboPeer:
-    """The Kubo node in its own process; every answer is awaited at most ``timeout`` s."""
+    """The Kubo node in its own process; every answer is awaited at most ``timeout`` s. A
+    thread reads its output line by line into a queue (waiting on the pipe with select would
+    miss lines already read into the file object's buffer)."""
 
     def __init__(self, repo: Path, timeout: float = 30.0):
         self.timeout = timeout
         self.process = subprocess.Popen([sys.executable, str(PEER), str(repo)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
         assert self._answer() == {"ready": True}
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # the process ended
 
     def _answer(self) -> dict:
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            line = self.process.stdout.readline()
-            if not line:
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"the Kubo peer did not answer within {self.timeout:.0f} s") from None
+            if line is None:
                 raise AssertionError("the Kubo peer exited")
             if line.startswith("TT "):
                 return json.loads(line[3:])
-        raise AssertionError(f"the Kubo peer did not answer within {self.timeout:.0f} s")
 
     def ask(self, *words: str) -> dict:
         self.process.stdin.write(" ".join(words) + "\n")
