@@ -76,12 +76,11 @@ class Devnet:
         self.node = start_devnode(home / "ipfs", free_port())
         self.deployments = home / "deployments"
         client = ChainClient(self.anvil.url)
-        report = deploy_stack(client, dev_account(0), StackParams(unbonding_delay_blocks=5), folder=self.deployments)
+        deploy_stack(client, dev_account(0), StackParams(unbonding_delay_blocks=5), folder=self.deployments)
         self.contracts = connect_deployment(self.anvil.url, self.deployments)
         token = self.contracts.token
         for index in range(1, accounts):
             client.transact(token.functions.mint(dev_account(index).address, 100_000 * TOKEN), dev_account(0))
-        self.report = report
 
     def store(self) -> StorageClient:
         return StorageClient(StorageSettings(api_addr=self.node.api_addr, timeout_s=30.0))

@@ -49,7 +49,7 @@ class WorkerDaemon(Daemon):
     def __init__(self, settings):
         super().__init__(settings)
         #: The device of each of the up to max_concurrent tasks training at once.
-        self.devices = DevicePool(self.device, settings.max_concurrent)
+        self.devices = DevicePool(self.device, self.lane_threads())
 
     def on_event(self, event) -> None:
         args, mine = event.args, event.args.get("worker", "").lower() == self.address.lower()

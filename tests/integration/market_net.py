@@ -142,6 +142,12 @@ class MarketNet:
                     sent.append((tx["to"], None, status))
         return sent
 
+    def __enter__(self) -> MarketNet:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         for process in self.daemons:
             process.kill()

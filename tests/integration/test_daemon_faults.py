@@ -37,8 +37,7 @@ def hang(function: str) -> dict:
 
 @pytest.fixture(scope="module")
 def faulty_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
-    net = MarketNet(tmp_path_factory.mktemp("faults"))
-    try:
+    with MarketNet(tmp_path_factory.mktemp("faults")) as net:
         verifier = net.start("verifier", VERIFIER, extra=["--keeper"], env=hang("commitAudit"))
         killed = net.start("worker", KILLED, env=hang("acceptTask"))
         restarted = net.start("worker", RESTARTED, env=hang("commitResult"))
@@ -58,8 +57,6 @@ def faulty_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compile
         net.restart_node(0)  # the IPFS node goes away under every daemon and comes back
         status = net.wait_job(job_id, timeout=300)
         yield net, job_id, escrow, status
-    finally:
-        net.close()
 
 
 def test_faulty_job_still_completes_with_every_task_finalized(faulty_job):

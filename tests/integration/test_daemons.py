@@ -29,8 +29,7 @@ WORKERS, VERIFIER = (2, 3, 4), 5
 
 @pytest.fixture(scope="module")
 def finished_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
-    net = MarketNet(tmp_path_factory.mktemp("daemons"), ipfs_nodes=2)
-    try:
+    with MarketNet(tmp_path_factory.mktemp("daemons"), ipfs_nodes=2) as net:
         token = net.contracts.token
         before = {a: token.functions.balanceOf(dev_account(a).address).call() for a in (1, *WORKERS, VERIFIER)}
         ports = {"worker": free_port(), "verifier": free_port()}
@@ -46,8 +45,6 @@ def finished_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compi
         job_id, manifest, escrow = net.submit(shards=3, rounds=3, steps=60, terms=TERMS, node=0)
         status = net.wait_job(job_id)
         yield net, job_id, manifest, escrow, before, status, verifier
-    finally:
-        net.close()
 
 
 def test_job_through_daemons_finalizes_every_task_and_pays_by_the_escrow_formula(finished_job):

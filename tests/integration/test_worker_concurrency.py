@@ -23,15 +23,12 @@ WORKER = 3
 
 @pytest.fixture(scope="module")
 def two_at_once(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
-    net = MarketNet(tmp_path_factory.mktemp("concurrency"))
-    try:
+    with MarketNet(tmp_path_factory.mktemp("concurrency")) as net:
         worker = net.start("worker", WORKER, extra=["--max-concurrent", "2", "--keeper"],
                            env={"TRUETRAIN_FAULT": "slow-compute:3"})
         job_id, _, _ = net.submit(shards=2, rounds=1, steps=40, interval=20, terms=TERMS)
         status = net.wait_job(job_id, timeout=300)
         yield net, job_id, status, worker
-    finally:
-        net.close()
 
 
 def test_both_shards_train_at_once_on_one_worker_and_are_paid(two_at_once):

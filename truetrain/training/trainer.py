@@ -129,7 +129,7 @@ class TrainRun:
 
     def run_step(self) -> None:
         xb, yb = self._batch()
-        if self.lm:  # this step's dropout mask (used only when the model has dropout)
+        if self.lm and self.m.model.dropout:  # this step's dropout mask
             self.module.dropout_key = subkey(self.rng_key, DROPOUT_DOMAIN, self.step)
         if self.m.repro:
             grads, parts = repro_gradients(self.module, xb, yb, self.engine, self.m.limbs, self.micro_batch)

@@ -47,8 +47,7 @@ def address(index: int) -> str:
 
 @pytest.fixture(scope="module")
 def cheated_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
-    net = MarketNet(tmp_path_factory.mktemp("cheaters"))
-    try:
+    with MarketNet(tmp_path_factory.mktemp("cheaters")) as net:
         net.fund(10, 11)
         net.start("verifier", CHALLENGER, extra=["--keeper", "--sample-rate", "1"])
         for index in REFEREES:
@@ -65,8 +64,6 @@ def cheated_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compil
         net.start("worker", HONEST)
         status = net.wait_job(job_id, timeout=600)
         yield net, job_id, manifest, status
-    finally:
-        net.close()
 
 
 def leave_pool(net, index: int) -> None:

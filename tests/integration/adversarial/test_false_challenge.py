@@ -41,8 +41,7 @@ def address(index: int) -> str:
 
 @pytest.fixture(scope="module")
 def false_challenge(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
-    net = MarketNet(tmp_path_factory.mktemp("false-challenge"))
-    try:
+    with MarketNet(tmp_path_factory.mktemp("false-challenge")) as net:
         net.fund(LIAR)
         net.start("verifier", KEEPER, extra=["--keeper"])
         for index in REFEREES:
@@ -52,8 +51,6 @@ def false_challenge(tmp_path_factory, TrainToken):  # TrainToken: brownie has co
         job_id, manifest, _ = net.submit(shards=1, rounds=1, steps=STEPS, interval=INTERVAL, terms=TERMS)
         status = net.wait_job(job_id, timeout=420)
         yield net, job_id, manifest, status
-    finally:
-        net.close()
 
 
 def test_false_challenger_loses_its_bond_and_the_honest_result_is_paid(false_challenge):

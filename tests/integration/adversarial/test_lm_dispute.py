@@ -34,8 +34,7 @@ def build_lm(store):
 
 @pytest.fixture(scope="module")
 def lm_dispute(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
-    net = MarketNet(tmp_path_factory.mktemp("lm-dispute"))
-    try:
+    with MarketNet(tmp_path_factory.mktemp("lm-dispute")) as net:
         net.fund(11)
         net.start("verifier", CHALLENGER, extra=["--keeper", "--sample-rate", "1"])
         for index in REFEREES:
@@ -47,8 +46,6 @@ def lm_dispute(tmp_path_factory, TrainToken):  # TrainToken: brownie has compile
         net.start("worker", HONEST)
         status = net.wait_job(job_id, timeout=600)
         yield net, job_id, manifest, status
-    finally:
-        net.close()
 
 
 def test_lm_job_completes_on_the_honest_single_process_checkpoint(lm_dispute):

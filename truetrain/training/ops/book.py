@@ -49,10 +49,15 @@ class GradBook:
         self._shapes: dict[str, torch.Size] = {}  # weights kept as 2-d views (a conv's)
         self._checked: set[int] = set()
 
-    def _bits(self, per_row: int) -> int:
+    def _check(self, per_row: int) -> None:
+        """Refuse sums over ``rows * per_row`` rows too long to be exact (checked once each)."""
         if per_row not in self._checked:
             check_contraction(self.rows * per_row, self.limbs)
             self._checked.add(per_row)
+
+    def _bits(self, per_row: int) -> int:
+        """Operand bits of exact column sums over ``rows * per_row`` rows."""
+        self._check(per_row)
         return operand_bits(self.rows * per_row, 0)
 
     def _observe(self, key: str, value: torch.Tensor) -> None:
@@ -92,7 +97,7 @@ class GradBook:
         forward's quantised rows of ``a`` (rows, in)."""
         key = f"{name}|{site}|w"
         fuse = self.engine.fuse
-        self._bits(per_row)  # the contraction's length checked
+        self._check(per_row)
         if self.mode in ("observe", "both"):
             self._observe(key, intgemm_fused.run("column_maxima", fuse, g, qa.scale)[0])
         if self.mode in ("add", "both"):
