@@ -22,8 +22,12 @@ from truetrain.market import JobStatus, TaskStatus, TaskView, encode_task_id
 from truetrain.market.jobs import JobTerms
 from truetrain.training import aggregate, evaluate, run_task
 
+# Honest daemons must never time out here, so the windows that only a failure waits out are
+# wide (the devnet mines every 0.5 s and on every transaction: a fresh clone's CI once let an
+# LM task's 40-block compute window pass on a loaded 2-core machine); the challenge window,
+# which every task waits out, stays short.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=20, compute_window=40, reveal_window=40, challenge_window=40, audit_rate_bps=5_000)
+                 accept_window=60, compute_window=160, reveal_window=120, challenge_window=40, audit_rate_bps=5_000)
 WORKERS, VERIFIER = (2, 3, 4), 5
 
 
