@@ -55,9 +55,9 @@ $(SOLCX_DIR)/solc-v$(SOLC_VER): $(STAMPS)/npm scripts/solc_facade.mjs
 compile: setup ## Compile the contracts (brownie, through the solc facade)
 	brownie compile
 
-test: setup ## Run the whole test suite: forge invariants (256 runs x depth 64), then pytest (starts and stops Anvil and IPFS dev nodes itself)
+test: setup ## Run the whole test suite: forge invariants (256 runs x depth 64), then pytest in parallel lanes (each starts and stops its own Anvil and IPFS dev nodes); PYTEST_ARGS=... runs one plain pytest instead
 	forge test $(FORGE_ARGS)
-	$(PY) -m pytest tests --durations=10 $(PYTEST_ARGS)
+	$(PY) scripts/run_tests.py $(PYTEST_ARGS)
 
 demo: compile ## Run the main job end to end: devnet up, 3 worker + 1 verifier daemons, a digits job of 3 shards x 3 rounds
 	$(PY) scripts/demo.py

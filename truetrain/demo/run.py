@@ -29,8 +29,12 @@ from truetrain.training import build_manifest, publish_dataset
 
 SUBMITTER, WORKERS, VERIFIER = 1, (2, 3, 4), 5
 SHARDS, ROUNDS = 3, 3
+# Only a failing party waits out the accept and reveal windows, so they are wide (a loaded
+# machine must not cost an honest worker its collateral: the devnet mines on every
+# transaction too, so 20 blocks can pass in a few seconds); every task waits out the challenge
+# window, so it is short, and the contracts want the compute window no longer than it.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=40 * TOKEN,
-                 accept_window=20, compute_window=40, reveal_window=40, challenge_window=40, audit_rate_bps=5_000)
+                 accept_window=60, compute_window=40, reveal_window=120, challenge_window=40, audit_rate_bps=5_000)
 TIME_LIMIT_S = 400
 
 

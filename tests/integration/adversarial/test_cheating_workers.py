@@ -58,10 +58,11 @@ def cheated_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compil
         job_id, manifest, escrow = net.submit(shards=SHARDS, rounds=1, steps=STEPS, interval=INTERVAL, terms=TERMS)
         net.wait_for("every cheater committed", lambda: len(net.events("ResultCommitted")) >= SHARDS)
         # The cheaters' operators walk away (their running tasks and games go on); an honest
-        # worker joins to redo what they lose.
+        # worker joins to redo what they lose, all five at once (a task holds its worker's slot
+        # until it is finalized, a challenge window later: one at a time took five windows).
         for index in CHEATERS:
             leave_pool(net, index)
-        net.start("worker", HONEST)
+        net.start("worker", HONEST, extra=["--max-concurrent", str(SHARDS)])
         status = net.wait_job(job_id, timeout=600)
         yield net, job_id, manifest, status
 

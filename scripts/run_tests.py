@@ -1,0 +1,109 @@
+"""`make test`'s pytest part: the suite in parallel lanes, each its own pytest process.
+
+The end-to-end tests spend most of their time waiting for blocks (the daemon devnets mine
+every 0.5 s and settle through challenge windows), so on a 2-core machine several of them
+run side by side at little cost. brownie's plugin does not run under pytest-xdist, so
+each lane is a plain pytest process with its own test Anvil port (``TT_ANVIL_PORT``), its
+own temporary folder and its own JUnit report; every devnet and IPFS node inside a test
+already takes a free port of its own. The contracts are compiled once before the lanes
+start, so no two lanes write ``build/`` at once.
+
+Each lane's output goes to ``<report dir>/lane-N.log``; when every lane has finished the
+failing lanes' logs are printed whole, then one line per lane and the ten slowest tests
+across all lanes (setup + call + teardown, from the JUnit reports). The exit status is
+pytest's worst.
+
+    python scripts/run_tests.py                 # the whole suite in lanes
+    python scripts/run_tests.py tests/contracts  # arguments given: one plain pytest run
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+#: The long modules, spread so each lane takes about as long as the others (see the
+#: ten-slowest table each run prints); every test module not named here runs in the last
+#: lane. A lane is a list of paths relative to the repository root.
+LANES: list[list[str]] = [
+    ["tests/integration/adversarial/test_cheating_workers.py", "tests/integration/test_daemon_faults.py",
+     "tests/integration/test_cli_market.py"],
+    ["tests/integration/test_daemons.py", "tests/integration/adversarial/test_false_challenge.py",
+     "tests/integration/test_deploy.py"],
+    ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
+     "tests/integration/test_worker_concurrency.py", "tests/integration/test_data_plane.py"],
+    ["tests/contracts"],
+]
+BASE_PORT = 18545
+
+
+def rest_lane(lanes: list[list[str]]) -> list[str]:
+    """Every test module under tests/ that no lane names (directly or through a folder)."""
+    named = [ROOT / p for lane in lanes for p in lane]
+    modules = sorted(TESTS.rglob("test_*.py"))
+    return [str(m.relative_to(ROOT)) for m in modules if not any(m == n or n in m.parents for n in named)]
+
+
+def slowest(reports: list[Path], count: int = 10) -> list[tuple[float, str]]:
+    times = []
+    for report in reports:
+        if not report.exists():
+            continue
+        for case in ET.parse(report).getroot().iter("testcase"):
+            times.append((float(case.get("time", 0)), f"{case.get('classname')}::{case.get('name')}"))
+    return sorted(times, reverse=True)[:count]
+
+
+def summary_line(log: Path) -> str:
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("=")]
+    return lines[-1].strip("= ") if lines else "(no summary)"
+
+
+def main(argv: list[str]) -> int:
+    pytest = [sys.executable, "-m", "pytest"]
+    if argv:
+        return subprocess.call(pytest + argv, cwd=ROOT)
+    compiled = subprocess.call(["brownie", "compile"], cwd=ROOT, stdout=subprocess.DEVNULL)
+    if compiled:
+        print("brownie compile failed", file=sys.stderr)
+        return compiled
+    lanes = [*LANES, rest_lane(LANES)]
+    out = Path(tempfile.mkdtemp(prefix="tt-lanes-"))
+    started = time.monotonic()
+    running = []
+    for n, paths in enumerate(lanes):
+        log, report = out / f"lane-{n}.log", out / f"lane-{n}.xml"
+        env = {**os.environ, "TT_ANVIL_PORT": str(BASE_PORT + n)}
+        args = [*paths, "-q", f"--junitxml={report}", f"--basetemp={out / f'tmp-{n}'}", "-o", "junit_family=xunit1"]
+        with log.open("w") as sink:
+            running.append((n, subprocess.Popen(pytest + args, cwd=ROOT, env=env, stdout=sink,
+                                                stderr=subprocess.STDOUT), log, report))
+    print(f"{len(lanes)} lanes started; logs in {out}", flush=True)
+    codes = {}
+    while len(codes) < len(running):
+        for n, process, log, _ in running:
+            if n not in codes and process.poll() is not None:
+                codes[n] = process.returncode
+                print(f"  lane {n} done in {time.monotonic() - started:5.0f} s: {summary_line(log)}", flush=True)
+        time.sleep(1)
+    for n, _, log, _ in running:
+        if codes[n]:
+            print(f"\n{'=' * 30} lane {n} ({' '.join(lanes[n])}) {'=' * 30}")
+            print(log.read_text(errors="replace"))
+    print(f"\n{'=' * 30} slowest 10 tests (setup + call + teardown) {'=' * 30}")
+    for seconds, name in slowest([r for *_, r in running]):
+        print(f"{seconds:8.2f}s  {name}")
+    print(f"\nall lanes: {time.monotonic() - started:.0f} s wall; "
+          + ", ".join(f"lane {n}: {'ok' if not c else f'exit {c}'}" for n, c in sorted(codes.items())))
+    return max(codes.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
