@@ -10,8 +10,9 @@ gas per settled task (every transaction the daemons sent after the jobs were cre
 over the tasks settled), RPC calls per task, the protocol's overhead (a task's accepted ->
 committed wall time against training the same task bare, in this process), CPU seconds
 and peak memory of each kind of daemon, then the checks: tokens conserved, every task
-finalized exactly once, no escrow left. Usage: ``python bench/load.py [--quick]``
-(``--quick``: 6 workers, 2 jobs of 3 shards x 2 rounds, for a smoke run).
+finalized exactly once, no escrow left. Usage: ``python bench/load.py [--quick] [--model lm]``
+(``--quick``: 6 workers, 2 jobs of 3 shards x 2 rounds, for a smoke run; ``--model lm``:
+the same with byte-level transformer LM jobs, DiLoCo rounds, instead of digits).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -54,6 +55,7 @@ class Shape:
     shards: int
     rounds: int
     steps: int = 20
+    model: str = "digits"
 
     @property
     def tasks(self) -> int:
@@ -110,18 +112,34 @@ def start_daemons(net: Devnet, shape: Shape) -> dict:
     return daemons
 
 
+#: The LM jobs' model: a byte-level transformer small enough that a loaded CPU worker trains
+#: a task in seconds (each text shard is ~20 kB of the Python standard library's source;
+#: the jobs share the text and differ in seed).
+LM_MODEL = {"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 32}
+
+
+def publish_job(store, shape: Shape, j: int):
+    """Job ``j``'s data and manifest: digits (MLP 64-64-10, SGD) or a byte-level LM (AdamW)."""
+    common = dict(name=f"load-{j}", seed=10 + j, numeric_mode="repro", steps_per_task=shape.steps,
+                  checkpoint_interval=shape.steps // 2, rounds=shape.rounds)
+    if shape.model == "lm":
+        from truetrain.training.text import demo_corpus, publish_text, split_text
+
+        data = publish_text(store, *split_text(demo_corpus(20_000 * (shape.shards + 1)), shape.shards, 32))
+        return build_manifest(model=LM_MODEL, optimizer={"kind": "adamw", "lr": 0.004, "warmup_steps": 4},
+                              batch_size=4, outer={"lr": 0.7, "momentum": 0.9}, **common, **data)
+    data = publish_dataset(store, "digits", num_shards=shape.shards, seed=10 + j)
+    return build_manifest(model={"kind": "mlp", "widths": [64, 64, 10]},
+                          optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9}, batch_size=32, **common, **data)
+
+
 def submit_jobs(net: Devnet, shape: Shape):
     manifests = {}
     with net.store() as store:
         submitter = dev_account(SUBMITTER)
         ensure_registered(net.contracts, store, submitter, ROLE_SUBMITTER)
         for j in range(shape.jobs):
-            data = publish_dataset(store, "digits", num_shards=shape.shards, seed=10 + j)
-            manifest = build_manifest(name=f"load-{j}", seed=10 + j, numeric_mode="repro",
-                                      model={"kind": "mlp", "widths": [64, 64, 10]},
-                                      optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9}, batch_size=32,
-                                      steps_per_task=shape.steps, checkpoint_interval=shape.steps // 2,
-                                      rounds=shape.rounds, **data)
+            manifest = publish_job(store, shape, j)
             job_id, _ = create_job(net.contracts, submitter, manifest, publish_manifest(store, manifest), TERMS)
             manifests[job_id] = manifest
     return manifests
@@ -276,9 +294,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--faults-only", action="store_true", help="only the run with faults")
     parser.add_argument("--timeout", type=float, default=2400.0, help="seconds a run may take")
+    parser.add_argument("--model", choices=["digits", "lm"], default="digits",
+                        help="the jobs' model: digits MLP, or a byte-level transformer LM (d32, 1 layer)")
     args = parser.parse_args()
-    shape = QUICK if args.quick else FULL
-    print(f"{shape.workers} workers, {shape.verifiers} verifiers, {shape.jobs} jobs of "
+    shape = replace(QUICK if args.quick else FULL, model=args.model)
+    print(f"{shape.workers} workers, {shape.verifiers} verifiers, {shape.jobs} {shape.model} jobs of "
           f"({shape.shards} shards + 1 aggregation) x {shape.rounds} rounds = {shape.tasks} tasks, "
           f"{shape.steps} steps a task; {os.cpu_count()} CPUs")
     if not args.faults_only:

@@ -30,25 +30,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 #: The long modules, spread so each lane takes about as long as the others (see the
-#: ten-slowest table each run prints); every test module not named here runs in the last
-#: lane. A lane is a list of paths relative to the repository root.
+#: ten-slowest table each run prints). A lane lists test modules and folders (relative to
+#: the repository root); a folder stands for its modules that no lane names one by one.
+#: Every test module no lane claims runs in one more lane at the end.
 LANES: list[list[str]] = [
     ["tests/integration/adversarial/test_cheating_workers.py", "tests/integration/test_daemon_faults.py",
      "tests/integration/test_cli_market.py"],
-    ["tests/integration/test_daemons.py", "tests/integration/adversarial/test_false_challenge.py",
-     "tests/integration/test_deploy.py"],
+    ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py"],
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
-     "tests/integration/test_worker_concurrency.py", "tests/integration/test_data_plane.py"],
-    ["tests/contracts"],
+     "tests/integration/adversarial/test_false_challenge.py", "tests/integration/test_worker_concurrency.py",
+     "tests/integration/test_data_plane.py"],
+    ["tests/contracts/test_dispute_stateful.py", "tests/contracts/test_dispute_bisection.py",
+     "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",
+     "tests/contracts/test_dispute_libraries.py"],
+    ["tests/contracts", "tests/training/test_lm_ops.py"],
 ]
 BASE_PORT = 18545
 
 
-def rest_lane(lanes: list[list[str]]) -> list[str]:
-    """Every test module under tests/ that no lane names (directly or through a folder)."""
-    named = [ROOT / p for lane in lanes for p in lane]
-    modules = sorted(TESTS.rglob("test_*.py"))
-    return [str(m.relative_to(ROOT)) for m in modules if not any(m == n or n in m.parents for n in named)]
+def modules(lanes: list[list[str]]) -> list[list[str]]:
+    """Each lane's test modules, then the lane of every module no lane claims."""
+    every = sorted(TESTS.rglob("test_*.py"))
+    named = {ROOT / p for lane in lanes for p in lane if p.endswith(".py")}
+    claimed: set[Path] = set()
+    out = []
+    for lane in lanes:
+        mine = []
+        for entry in map(ROOT.joinpath, lane):
+            found = [entry] if entry.suffix == ".py" else [m for m in every if entry in m.parents and m not in named]
+            mine += [m for m in found if m not in claimed]
+            claimed.update(found)
+        out.append(mine)
+    out.append([m for m in every if m not in claimed])
+    return [[str(m.relative_to(ROOT)) for m in lane] for lane in out if lane]
 
 
 def slowest(reports: list[Path], count: int = 10) -> list[tuple[float, str]]:
@@ -62,8 +76,10 @@ def slowest(reports: list[Path], count: int = 10) -> list[tuple[float, str]]:
 
 
 def summary_line(log: Path) -> str:
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("=")]
-    return lines[-1].strip("= ") if lines else "(no summary)"
+    """pytest's last line of counts ("3 failed, 40 passed in 81.20s")."""
+    lines = [ln.strip("= ") for ln in log.read_text(errors="replace").splitlines() if " in " in ln
+             and any(word in ln for word in (" passed", " failed", " error", " skipped", "no tests ran"))]
+    return lines[-1] if lines else "(no summary)"
 
 
 def main(argv: list[str]) -> int:
@@ -74,7 +90,7 @@ def main(argv: list[str]) -> int:
     if compiled:
         print("brownie compile failed", file=sys.stderr)
         return compiled
-    lanes = [*LANES, rest_lane(LANES)]
+    lanes = modules(LANES)
     out = Path(tempfile.mkdtemp(prefix="tt-lanes-"))
     started = time.monotonic()
     running = []

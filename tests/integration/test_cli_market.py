@@ -25,7 +25,7 @@ from truetrain.training.memory import training_memory_mib
 
 E = 10**18
 TINY_JOB = ["--shards", "2", "--rounds", "2", "--steps", "20", "--checkpoint-interval", "10", "--hidden", "32",
-            "--compute-window", "20", "--challenge-window", "20", "--audit-rate", "1", "--name", "tiny", "--limbs", "3"]
+            "--compute-window", "60", "--challenge-window", "60", "--audit-rate", "1", "--name", "tiny", "--limbs", "3"]
 
 
 class Net:

@@ -24,8 +24,10 @@ from truetrain.market.jobs import JobTerms
 # The reveal window leaves the restarted worker its restart (seconds of imports, while the
 # devnet mines every 0.5 s and on every transaction): silence after a commitment costs the
 # whole collateral, so a restart that overran it would be a slash, not the fault under test.
+# The compute window (an audit's too) leaves the restarted verifier time for an audit drawn
+# while it hung: with 25 blocks, a restart slowed by other test lanes once overran it.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=6, compute_window=25, reveal_window=60, challenge_window=25, audit_rate_bps=10_000)
+                 accept_window=6, compute_window=40, reveal_window=120, challenge_window=40, audit_rate_bps=10_000)
 KILLED, RESTARTED, HONEST, VERIFIER = 2, 3, 4, 5
 HANG = "fault: hanging after"
 OWN_MOVES = {"acceptTask", "commitResult", "revealResult", "commitAudit", "revealAudit"}
