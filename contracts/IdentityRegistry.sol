@@ -117,12 +117,12 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
 
     /// @inheritdoc IIdentityRegistry
     function recordTaskCompleted(address account, uint128 compute) external onlyRole(RECORDER_ROLE) {
-        Record storage id = _registered(account);
-        uint64 tasksDone = id.tasksDone + 1;
-        id.tasksDone = tasksDone;
-        id.computeContributed += compute;
-        emit TaskCompletionRecorded(account, compute, tasksDone);
-        _setReputation(account, id, _raise(id.reputation, 20));
+        _recordCompleted(account, 1, compute);
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function recordTasksCompleted(address account, uint32 count, uint128 compute) external onlyRole(RECORDER_ROLE) {
+        _recordCompleted(account, count, compute);
     }
 
     /// @inheritdoc IIdentityRegistry
@@ -216,6 +216,22 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
     }
 
     // ---------------------------------------------------------------- internals
+
+    /// @dev `count` completions in one store: the slot holds tasksDone, compute and reputation.
+    function _recordCompleted(address account, uint32 count, uint128 compute) private {
+        Record storage id = _registered(account);
+        uint64 tasksDone = id.tasksDone + count;
+        id.tasksDone = tasksDone;
+        id.computeContributed += compute;
+        emit TaskCompletionRecorded(account, compute, tasksDone);
+        uint32 reputation = id.reputation;
+        for (uint256 i = 0; i < count; ++i) {
+            uint32 raised = _raise(reputation, 20);
+            if (raised == reputation) break; // the rule has reached its fixed point
+            reputation = raised;
+        }
+        _setReputation(account, id, reputation);
+    }
 
     function _registered(address account) private view returns (Record storage id) {
         id = _identities[account];

@@ -7,36 +7,39 @@ import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC2
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
 import {IWorkerPool} from "./interfaces/IWorkerPool.sol";
-import {IIdentityRegistry, ROLE_SUBMITTER} from "./interfaces/IIdentityRegistry.sol";
+import {IIdentityRegistry} from "./interfaces/IIdentityRegistry.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {TaskIds} from "./libraries/TaskIds.sol";
 import {Escrow} from "./libraries/Escrow.sol";
 import {FutureRandomness} from "./libraries/FutureRandomness.sol";
-import {MarketStore, MarketDeps, TaskFlow} from "./libraries/TaskFlow.sol";
+import {MarketStore, MarketDeps, JobRecord, TaskFlow} from "./libraries/TaskFlow.sol";
 import {TaskRecovery} from "./libraries/TaskRecovery.sol";
+import {JobBook} from "./libraries/JobBook.sol";
 
 /// @title JobMarket
 /// @notice Jobs, tasks, commit–reveal, audits, settlement and pull payments. Scheduling
 /// lives in WorkerPool; stakes in StakeManager; history in IdentityRegistry. The shared task
 /// moves are in TaskFlow; timeouts, closes, job stops and dispute outcomes in the external
-/// library TaskRecovery (linked at deployment).
+/// library TaskRecovery; job creation, the job view and the batch calls (`drawTasks`,
+/// `finalizeMany`) in the external library JobBook (both linked at deployment).
 /// @dev ReentrancyGuardTransient (EIP-1153, cancun): same guard and error as ReentrancyGuard, ~5k gas cheaper per call.
 contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     using SafeERC20 for IERC20;
 
     /// @inheritdoc IJobMarket
-    uint256 public constant MAX_BATCH = 32;
+    uint256 public constant MAX_BATCH = JobBook.MAX_BATCH;
     uint8 private constant FLAG_AUDIT_COMMITTED = TaskFlow.FLAG_AUDIT_COMMITTED;
     uint8 private constant FLAG_AUDIT_REVEALED = TaskFlow.FLAG_AUDIT_REVEALED;
     uint8 private constant FLAG_CHALLENGED = TaskFlow.FLAG_CHALLENGED;
     uint8 private constant FLAG_AUDIT_SETTLED = TaskFlow.FLAG_AUDIT_SETTLED;
     uint8 private constant FLAG_AUDIT_DUE = TaskFlow.FLAG_AUDIT_DUE;
+    uint8 private constant FLAG_AUDITOR = TaskFlow.FLAG_AUDITOR;
     /// @inheritdoc IJobMarket
-    uint32 public constant MIN_WINDOW_BLOCKS = 5;
+    uint32 public constant MIN_WINDOW_BLOCKS = JobBook.MIN_WINDOW_BLOCKS;
     /// @inheritdoc IJobMarket
-    uint32 public constant MAX_REVEAL_WINDOW_BLOCKS = 200;
+    uint32 public constant MAX_REVEAL_WINDOW_BLOCKS = JobBook.MAX_REVEAL_WINDOW_BLOCKS;
     /// @inheritdoc IJobMarket
-    uint256 public constant MAX_CID_BYTES = 128;
+    uint256 public constant MAX_CID_BYTES = JobBook.MAX_CID_BYTES;
     /// @inheritdoc IJobMarket
     uint16 public constant MIN_ACCEPT_PENALTY_BPS = 100;
 
@@ -141,25 +144,17 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function drawTask(uint256 jobId) external returns (uint256 id) {
-        Job storage j = TaskFlow.activeJob(_s, jobId);
+        JobRecord storage j = TaskFlow.activeJob(_s, jobId);
         if (block.number > j.expiryBlock) revert JobPastExpiry(jobId, j.expiryBlock);
-        uint32 next = j.nextIndex;
-        uint32 shards = j.shards;
-        address exclude;
-        if (j.pendingCount != 0) {
-            // Tasks sent back are redrawn first (LIFO stack; all belong to the current round),
-            // never to the worker that failed them (kept in `worker` while Pending).
-            j.pendingCount -= 1;
-            id = _s.pending[jobId][j.pendingCount];
-            exclude = _s.tasks[id].worker;
-        } else if (next < shards || (next == shards && j.finalizedInRound == shards)) {
-            // INVARIANT: the aggregation task is drawable only once every shard task of the round is finalized.
-            id = TaskIds.encode(jobId, j.currentRound, next);
-            j.nextIndex = next + 1;
-        } else {
-            revert JobNothingToDraw(jobId);
-        }
-        if (!TaskFlow.offer(_s, _deps(), j, id, exclude)) revert JobNoEligibleWorker(jobId, id);
+        uint8 outcome;
+        (id, outcome) = TaskFlow.drawNext(_s, _deps(), j, jobId);
+        if (outcome == TaskFlow.NOTHING_TO_DRAW) revert JobNothingToDraw(jobId);
+        if (outcome == TaskFlow.NO_ELIGIBLE_WORKER) revert JobNoEligibleWorker(jobId, id);
+    }
+
+    /// @inheritdoc IJobMarket
+    function drawTasks(uint256 jobId, uint256 count) external returns (uint256 drawn) {
+        return JobBook.drawMany(_s, _deps(), jobId, count);
     }
 
     // ================================================================ worker and auditor
@@ -170,7 +165,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         if (t.status != TaskStatus.Offered) revert TaskNotOffered(id);
         if (msg.sender != t.worker) revert TaskNotWorker(id, msg.sender);
         _beforeDeadline(t, id);
-        Job storage j = _s.jobs[TaskIds.jobOf(id)];
+        JobRecord storage j = _s.jobs[TaskIds.jobOf(id)];
         // A cancelled or expired job's offered tasks are closed, not started.
         if (j.status != JobStatus.Active) revert JobNotActive(TaskIds.jobOf(id), j.status);
         uint64 deadline = uint64(block.number) + j.computeWindow;
@@ -187,7 +182,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         if (t.status != TaskStatus.Running) revert TaskNotRunning(id);
         if (msg.sender != t.worker) revert TaskNotWorker(id, msg.sender);
         _beforeDeadline(t, id);
-        Job storage j = _s.jobs[TaskIds.jobOf(id)];
+        JobRecord storage j = _s.jobs[TaskIds.jobOf(id)];
         // The audit draw is settled from the hash of a block after this one (the ticket):
         // the worker cannot know, inside this call or before it, whether it will be audited.
         // Its reveal deadline counts from the ticket.
@@ -206,7 +201,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     /// @inheritdoc IJobMarket
     function settleAudit(uint256 id) external {
         Task storage t = _s.tasks[id];
-        Job storage j = _s.jobs[TaskIds.jobOf(id)];
+        JobRecord storage j = _s.jobs[TaskIds.jobOf(id)];
         if (!_auditUnsettled(t, j)) revert TaskAuditNotDue(id);
         _beforeDeadline(t, id);
         (bool audited, bytes32 random) = _auditDraw(t, j, id);
@@ -227,7 +222,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         }
         uint64 deadline = uint64(block.number) + j.computeWindow;
         t.auditor = auditor;
-        t.flags |= FLAG_AUDIT_DUE;
+        t.flags |= FLAG_AUDIT_DUE | FLAG_AUDITOR;
         t.deadline = deadline;
         emit AuditorDrawn(id, auditor, deadline);
     }
@@ -235,7 +230,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     /// @inheritdoc IJobMarket
     function commitAudit(uint256 id, bytes32 commitment) external {
         Task storage t = _s.tasks[id];
-        if (t.status != TaskStatus.Committed || t.auditor == address(0) || t.flags & FLAG_AUDIT_COMMITTED != 0) {
+        if (t.status != TaskStatus.Committed || t.flags & (FLAG_AUDITOR | FLAG_AUDIT_COMMITTED) != FLAG_AUDITOR) {
             revert TaskNotAwaitingAudit(id);
         }
         if (msg.sender != t.auditor) revert TaskNotAuditor(id, msg.sender);
@@ -253,12 +248,13 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         if (t.status != TaskStatus.Committed) revert TaskNotCommitted(id);
         if (msg.sender != t.worker) revert TaskNotWorker(id, msg.sender);
         // INVARIANT: the worker's root stays secret until the auditor has committed to its own.
-        if (t.auditor != address(0) && t.flags & FLAG_AUDIT_COMMITTED == 0) revert TaskAuditNotCommitted(id);
+        uint8 flags = t.flags;
+        if (flags & (FLAG_AUDITOR | FLAG_AUDIT_COMMITTED) == FLAG_AUDITOR) revert TaskAuditNotCommitted(id);
         _beforeDeadline(t, id);
         if (bytes(resultCid).length > MAX_CID_BYTES) revert MarketCidTooLong(bytes(resultCid).length, MAX_CID_BYTES);
         if (keccak256(abi.encode(root, resultCid, salt, msg.sender)) != t.result) revert TaskCommitmentMismatch(id);
         (uint256 jobId,, uint32 index) = TaskIds.decode(id);
-        Job storage j = _s.jobs[jobId];
+        JobRecord storage j = _s.jobs[jobId];
         if (_auditUnsettled(t, j)) {
             // The draw is settled here when it drew no audit; a drawn audit needs its
             // auditor first (`settleAudit`), so the root stays secret.
@@ -269,8 +265,8 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         t.status = TaskStatus.Revealed;
         if (index == j.shards) _s.revealedCheckpointCid[jobId] = resultCid;
         emit ResultRevealed(id, msg.sender, root, resultCid);
-        if (t.auditor == address(0)) TaskFlow.openWindow(t, id, j.challengeWindow);
-        else if (t.flags & FLAG_AUDIT_REVEALED != 0) _compare(t, id, j);
+        if (flags & FLAG_AUDITOR == 0) TaskFlow.openWindow(t, id, j.challengeWindow);
+        else if (flags & FLAG_AUDIT_REVEALED != 0) _compare(t, id, j);
     }
 
     /// @inheritdoc IJobMarket
@@ -302,13 +298,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function finalizeMany(uint256[] calldata ids) external nonReentrant returns (uint256 finalized) {
-        if (ids.length > MAX_BATCH) revert MarketBatchTooLarge(ids.length, MAX_BATCH);
-        for (uint256 i = 0; i < ids.length; ++i) {
-            Task storage t = _s.tasks[ids[i]];
-            if (t.status != TaskStatus.ChallengeWindow || block.number <= t.deadline) continue;
-            _finalize(t, ids[i]);
-            finalized += 1;
-        }
+        return JobBook.finalizeMany(_s, _deps(), ids);
     }
 
     /// @inheritdoc IJobMarket
@@ -346,7 +336,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function refundSurplus(uint256 jobId) external nonReentrant returns (uint256 amount) {
-        Job storage j = _s.jobs[jobId];
+        JobRecord storage j = _s.jobs[jobId];
         if (j.status == JobStatus.None) revert JobNotFound(jobId);
         amount = TaskFlow.takeSurplus(_s, j);
         TaskFlow.emitRefund(jobId, j.submitter, amount);
@@ -366,7 +356,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function jobOf(uint256 jobId) external view returns (Job memory) {
-        return _s.jobs[jobId];
+        return JobBook.jobOf(_s, jobId);
     }
 
     /// @inheritdoc IJobMarket
@@ -378,7 +368,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     function disputeTerms(uint256 id) external view returns (DisputeTerms memory d) {
         Task storage t = _s.tasks[id];
         (uint256 jobId,, uint32 index) = TaskIds.decode(id);
-        Job storage j = _s.jobs[jobId];
+        JobRecord storage j = _s.jobs[jobId];
         d.status = t.status;
         d.challenged = t.flags & FLAG_CHALLENGED != 0;
         d.aggregation = index == j.shards;
@@ -393,7 +383,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function tasksOf(uint256 jobId, uint256 offset, uint256 limit) external view returns (uint256[] memory ids) {
-        Job storage j = _s.jobs[jobId];
+        JobRecord storage j = _s.jobs[jobId];
         uint256 perRound = uint256(j.shards) + 1;
         uint256 count = Escrow.materialized(j.shards, j.currentRound, j.nextIndex);
         uint256 end = offset + limit < count ? offset + limit : count;
@@ -457,61 +447,8 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     }
 
     function _createJob(JobParams calldata p) private returns (uint256 jobId) {
-        if (!registry.hasParticipantRole(msg.sender, ROLE_SUBMITTER)) revert JobSubmitterNotRegistered(msg.sender);
-        if (p.shards == 0 || p.rounds == 0) revert JobInvalidShape(p.shards, p.rounds);
-        // INVARIANT: every phase gives an honest party time to act, the audit ticket stays
-        // readable until the reveal deadline, and a third party can re-run a task and
-        // challenge it inside the window.
-        if (
-            p.acceptWindow < MIN_WINDOW_BLOCKS || p.computeWindow < MIN_WINDOW_BLOCKS
-                || p.revealWindow < MIN_WINDOW_BLOCKS || p.challengeWindow < MIN_WINDOW_BLOCKS
-        ) revert JobWindowTooShort(MIN_WINDOW_BLOCKS);
-        if (p.revealWindow > MAX_REVEAL_WINDOW_BLOCKS) revert JobRevealWindowTooLong(p.revealWindow, MAX_REVEAL_WINDOW_BLOCKS);
-        if (p.challengeWindow < p.computeWindow) revert JobChallengeWindowTooShort(p.challengeWindow, p.computeWindow);
-        // INVARIANT: a worker always has more at stake than the reward it could take for a wrong result.
-        if (p.workerCollateral == 0 || p.workerCollateral < p.rewardPerTask) {
-            revert JobCollateralTooLow(p.workerCollateral, p.rewardPerTask);
-        }
-        uint256 cidLength = bytes(p.manifestCid).length;
-        if (bytes(p.initialCheckpointCid).length > cidLength) cidLength = bytes(p.initialCheckpointCid).length;
-        if (cidLength > MAX_CID_BYTES) revert MarketCidTooLong(cidLength, MAX_CID_BYTES);
-        if (p.expiryBlock <= block.number) revert JobInvalidExpiry(p.expiryBlock);
-        if (p.auditRateBps > Escrow.BPS) revert JobInvalidAuditRate(p.auditRateBps);
-        if (p.checkpointLeaves == 0) revert JobInvalidCheckpointLeaves(p.checkpointLeaves);
-        uint256 escrow = Escrow.jobEscrow(p.shards, p.rounds, p.rewardPerTask, p.auditFee);
-
-        jobId = ++_s.jobCount;
-        Job storage j = _s.jobs[jobId];
-        j.submitter = msg.sender;
-        j.status = JobStatus.Active;
-        j.shards = p.shards;
-        j.rounds = p.rounds;
-        j.rewardPerTask = p.rewardPerTask;
-        j.auditFee = p.auditFee;
-        j.expiryBlock = p.expiryBlock;
-        j.workerCollateral = p.workerCollateral;
-        j.acceptWindow = p.acceptWindow;
-        j.computeWindow = p.computeWindow;
-        j.revealWindow = p.revealWindow;
-        j.challengeWindow = p.challengeWindow;
-        j.auditRateBps = p.auditRateBps;
-        j.deviceClass = p.deviceClass;
-        j.memoryMiB = p.memoryMiB;
-        j.preferredRegion = p.preferredRegion;
-        j.computePerTask = p.computePerTask;
-        j.checkpointLeaves = p.checkpointLeaves;
-        // INVARIANT: escrow fits the packed uint128 (checked, not truncated).
-        if (escrow > type(uint128).max) revert JobEscrowTooLarge(escrow);
-        j.escrow = uint128(escrow);
-        j.manifestHash = p.manifestHash;
-        j.checkpointHash = p.initialCheckpointHash;
-        if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
-        _s.totalEscrow += uint128(escrow);
-        _s.jobsBySubmitter[msg.sender].push(jobId);
-        emit JobCreated(
-            jobId, msg.sender, p.manifestCid, p.manifestHash, p.shards, p.rounds, Escrow.taskCount(p.shards, p.rounds), escrow
-        );
-
+        uint256 escrow;
+        (jobId, escrow) = JobBook.create(_s, registry, p);
         uint256 before = token.balanceOf(address(this));
         token.safeTransferFrom(msg.sender, address(this), escrow);
         uint256 received = token.balanceOf(address(this)) - before;
@@ -525,21 +462,21 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     /// @dev Whether the task is Committed with its audit draw still to settle (a first draw
     /// on an audited job, or the redraw of an auditor after a timeout).
-    function _auditUnsettled(Task storage t, Job storage j) private view returns (bool) {
+    function _auditUnsettled(Task storage t, JobRecord storage j) private view returns (bool) {
         uint8 flags = t.flags;
-        return t.status == TaskStatus.Committed && t.auditor == address(0) && flags & FLAG_AUDIT_SETTLED == 0
+        return t.status == TaskStatus.Committed && flags & (FLAG_AUDITOR | FLAG_AUDIT_SETTLED) == 0
             && (j.auditRateBps != 0 || flags & FLAG_AUDIT_DUE != 0);
     }
 
     /// @dev The audit draw of an unsettled commitment: its ticket is the reveal deadline minus
     /// the reveal window (so it is readable until that deadline). Reverts
     /// `RandomnessUnavailable` before the ticket's block has passed.
-    function _auditDraw(Task storage t, Job storage j, uint256 id) private view returns (bool audited, bytes32 random) {
+    function _auditDraw(Task storage t, JobRecord storage j, uint256 id) private view returns (bool audited, bytes32 random) {
         random = FutureRandomness.draw(t.deadline - j.revealWindow, bytes32(id));
         audited = t.flags & FLAG_AUDIT_DUE != 0 || uint256(random) % Escrow.BPS < j.auditRateBps;
     }
 
-    function _compare(Task storage t, uint256 id, Job storage j) private {
+    function _compare(Task storage t, uint256 id, JobRecord storage j) private {
         if (t.result == t.audit) {
             TaskFlow.openWindow(t, id, j.challengeWindow);
             return;
@@ -553,14 +490,14 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     function _finalize(Task storage t, uint256 id) private {
         uint256 jobId = TaskIds.jobOf(id);
-        Job storage j = _s.jobs[jobId];
+        JobRecord storage j = _s.jobs[jobId];
         address worker = t.worker;
-        address auditor = t.auditor;
+        bool audited = t.flags & FLAG_AUDITOR != 0;
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = TaskStatus.Finalized;
-        TaskFlow.pay(_s, j, jobId, t, id, auditor != address(0));
+        TaskFlow.pay(_s, j, jobId, t, id, audited);
         if (worker != j.submitter) registry.recordTaskCompleted(worker, j.computePerTask);
         pool.release(worker, j.workerCollateral);
-        if (auditor != address(0)) pool.release(auditor, auditorCollateral);
+        if (audited) pool.release(t.auditor, auditorCollateral);
     }
 }

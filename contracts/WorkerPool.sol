@@ -129,13 +129,12 @@ contract WorkerPool is AccessControl, IWorkerPool {
 
     /// @inheritdoc IWorkerPool
     function release(address account, uint256 unlock) external onlyRole(MARKET_ROLE) {
-        Member storage m = _members[account];
-        // INVARIANT: active counts exactly the assignments not yet released.
-        if (m.active == 0) revert PoolNoActiveTask(account);
-        m.active -= 1;
-        emit MemberReleased(account, unlock, m.active);
-        if (unlock != 0) stakeManager.unlockCollateral(account, unlock);
-        _refresh(account, false);
+        _release(account, 1, unlock);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function releaseMany(address account, uint256 count, uint256 unlock) external onlyRole(MARKET_ROLE) {
+        _release(account, count, unlock);
     }
 
     /// @inheritdoc IWorkerPool
@@ -156,6 +155,18 @@ contract WorkerPool is AccessControl, IWorkerPool {
     /// @inheritdoc IWorkerPool
     function totalWeight(bool verifier) external view returns (uint256) {
         return (verifier ? _verifiers : _workers).total();
+    }
+
+    function _release(address account, uint256 count, uint256 unlock) private {
+        Member storage m = _members[account];
+        uint16 active = m.active;
+        // INVARIANT: active counts exactly the assignments not yet released.
+        if (count == 0 || active < count) revert PoolNoActiveTask(account);
+        active -= uint16(count);
+        m.active = active;
+        emit MemberReleased(account, unlock, active);
+        if (unlock != 0) stakeManager.unlockCollateral(account, unlock);
+        _refresh(account, false);
     }
 
     /// @dev Recompute weights; `readRoles` re-reads the registry roles (joinPool and the

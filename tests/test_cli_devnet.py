@@ -35,7 +35,7 @@ def test_devnet_up_deploys_funds_and_is_idempotent_then_down_stops_both(state_di
     state = json.loads(up.output)
     assert state["anvil"]["url"] == f"http://127.0.0.1:{port}"
     assert state["ipfs"]["api_addr"] == f"/ip4/127.0.0.1/tcp/{ipfs_port}"
-    assert state["deployed"] == ["token", "registry", "stake", "pool", "recovery", "market", "game", "timelock"]
+    assert state["deployed"] == ["token", "registry", "stake", "pool", "recovery", "book", "market", "game", "timelock"]
     assert len(state["funded"]) == devnet.FUNDED_ACCOUNTS
     client = ChainClient(state["anvil"]["url"])
     token = client.contract("TrainToken", state["contracts"]["token"])

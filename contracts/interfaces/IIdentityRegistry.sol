@@ -155,6 +155,13 @@ interface IIdentityRegistry {
     /// units. tasksDone += 1, computeContributed += compute, rep += (10_000 - rep) / 20.
     function recordTaskCompleted(address account, uint128 compute) external;
 
+    /// @notice RECORDER_ROLE only: `count` completed tasks at once, `compute` in all (a market
+    /// settling a batch). The same as `count` calls of `recordTaskCompleted` whose computes
+    /// add up to `compute`: tasksDone grows by `count` and the reputation rule is applied
+    /// `count` times; one `TaskCompletionRecorded` (the batch's compute, the new tasksDone)
+    /// and one `ReputationChanged` are emitted.
+    function recordTasksCompleted(address account, uint32 count, uint128 compute) external;
+
     /// @notice RECORDER_ROLE only: `account` failed a task (for example a failed audit).
     /// tasksFailed += 1, rep -= rep / 4.
     function recordTaskFailed(address account) external;

@@ -124,7 +124,8 @@ interface IJobMarket {
     /// commitment, then its revealed root; `audit` the auditor's commitment, then its root.
     /// `flags`: bit 0 auditor committed, bit 1 auditor revealed, bit 2 challenged (the
     /// dispute was opened by `openChallenge`; `deadline` then holds the blocks its challenge
-    /// window had left).
+    /// window had left), bit 3 the audit draw was settled, bit 4 an audit is due, bit 5 an
+    /// auditor is assigned (`auditor` is set).
     struct Task {
         address worker;
         TaskStatus status;
@@ -357,6 +358,13 @@ interface IJobMarket {
     /// `JobNoEligibleWorker`, `JobPastExpiry`, `JobNotActive`.
     function drawTask(uint256 jobId) external returns (uint256 taskId);
 
+    /// @notice Permissionless: `drawTask` up to `count` times in one call (at most
+    /// `MAX_BATCH`), stopping early when nothing more can be drawn or no eligible worker is
+    /// found for the next task; what was drawn stays drawn. Returns how many tasks were
+    /// offered (their ids are in the `TaskDrawn` events). Reverts as `drawTask` when not even
+    /// one could be drawn, and `MarketBatchTooLarge` when `count` is above `MAX_BATCH`.
+    function drawTasks(uint256 jobId, uint256 count) external returns (uint256 drawn);
+
     // ---------------------------------------------------------------- worker and auditor
 
     /// @notice The offered worker accepts before the accept deadline.
@@ -392,7 +400,10 @@ interface IJobMarket {
     function finalize(uint256 taskId) external;
 
     /// @notice `finalize` for up to `MAX_BATCH` tasks; tasks not finalizable are skipped.
-    /// Returns how many were finalized.
+    /// Returns how many were finalized. Each task is paid (and its round moved on) as
+    /// `finalize` does; then each worker and auditor of the batch is settled once for all its
+    /// tasks in it: one history record and one pool release (collateral unlock and weight
+    /// refresh), so a batch costs less per task the more tasks each member has in it.
     function finalizeMany(uint256[] calldata taskIds) external returns (uint256 finalized);
 
     /// @notice Permissionless after a phase deadline: penalise who was late and move the

@@ -97,6 +97,12 @@ interface IWorkerPool is IStakeListener {
     /// refresh its weights. Reverts `PoolNoActiveTask`.
     function release(address account, uint256 unlock) external;
 
+    /// @notice MARKET_ROLE only. `count` tasks of `account` ended at once (a market settling a
+    /// batch): unlock `unlock` tokens in all, decrement its active count by `count` and
+    /// refresh its weights once; one `MemberReleased`. Reverts `PoolNoActiveTask` when
+    /// `count` is 0 or above its active count.
+    function releaseMany(address account, uint256 count, uint256 unlock) external;
+
     /// @notice The member `assign` would draw for `seed` and `req` in this block, without
     /// assigning it (no collateral locked, no task counted): the dispute game draws its
     /// referees this way. address(0) if none was found within `MAX_DRAW_ATTEMPTS`.

@@ -8,11 +8,56 @@ import {IStakeManager} from "../interfaces/IStakeManager.sol";
 import {TaskIds} from "./TaskIds.sol";
 import {Escrow} from "./Escrow.sol";
 
+/// @notice A job as JobMarket stores it: IJobMarket.Job's fields (same names, same types, plus
+/// the offer nonce), ordered so that each task move touches as few slots as it can (a cold
+/// slot read costs 2,100 gas). `jobOf` rebuilds the interface's Job from it.
+/// slot 0, read by every task move (draw, accept, commit, reveal, finalize): status, shape,
+/// windows, audit rate and the draw's requirements; slot 1, read and written by a draw and a
+/// finalize: the round counters, the offer nonce and the collateral; slot 2, read by a draw
+/// (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize.
+struct JobRecord {
+    // slot 0
+    IJobMarket.JobStatus status;
+    uint32 shards;
+    uint32 acceptWindow;
+    uint32 computeWindow;
+    uint32 revealWindow;
+    uint32 challengeWindow;
+    uint16 auditRateBps;
+    uint8 deviceClass;
+    uint32 memoryMiB;
+    uint16 preferredRegion;
+    uint16 checkpointLeaves;
+    // slot 1
+    uint32 currentRound;
+    uint32 nextIndex;
+    uint32 finalizedInRound;
+    uint32 pendingCount;
+    /// @dev Offers made for this job so far: the nonce of the next offer's seed (it shares
+    /// the slot a draw writes anyway, so it costs the draw no extra store).
+    uint32 offers;
+    uint96 workerCollateral;
+    // slot 2
+    uint64 expiryBlock;
+    uint32 rounds;
+    uint96 rewardPerTask;
+    uint64 computePerTask;
+    // slot 3
+    address submitter;
+    uint96 auditFee;
+    // slot 4
+    uint128 escrow;
+    uint128 surplus;
+    bytes32 manifestHash;
+    bytes32 checkpointHash;
+    string checkpointCid;
+}
+
 /// @notice Everything JobMarket stores, in one struct so that its libraries can be handed the
-/// whole state (Uniswap v4 / BoLD style). Totals share slots: a payout updates both totals in
-/// one slot, and once a job exists the nonce write is never a zero-to-nonzero store.
+/// whole state (Uniswap v4 / BoLD style). Totals share a slot: a payout updates both totals in
+/// one store.
 struct MarketStore {
-    mapping(uint256 jobId => IJobMarket.Job) jobs;
+    mapping(uint256 jobId => JobRecord) jobs;
     mapping(uint256 taskId => IJobMarket.Task) tasks;
     mapping(uint256 jobId => mapping(uint256 slot => uint256 taskId)) pending;
     mapping(uint256 jobId => string cid) revealedCheckpointCid;
@@ -20,8 +65,7 @@ struct MarketStore {
     mapping(address account => uint256 amount) credits;
     uint128 totalEscrow;
     uint128 totalCredits;
-    uint128 jobCount;
-    uint128 nonce;
+    uint256 jobCount;
 }
 
 /// @notice JobMarket's collaborators and fixed parameters, handed to its libraries.
@@ -46,23 +90,34 @@ library TaskFlow {
     uint8 internal constant FLAG_AUDIT_SETTLED = 8;
     /// @dev An audit was drawn: after an auditor's timeout another one is due, whatever the rate.
     uint8 internal constant FLAG_AUDIT_DUE = 16;
+    /// @dev An auditor is assigned (`auditor` is set): the hot paths test this bit instead of
+    /// reading the auditor's slot (a cold read) for every unaudited task.
+    uint8 internal constant FLAG_AUDITOR = 32;
+
+    /// @dev `drawNext` outcomes.
+    uint8 internal constant DRAWN = 0;
+    uint8 internal constant NOTHING_TO_DRAW = 1;
+    uint8 internal constant NO_ELIGIBLE_WORKER = 2;
 
     /// @dev The seed of a task's *offer* (which worker is asked to run it): prevrandao, the
-    /// task id and a nonce. It decides no party's fate: an offer can be declined (at the
-    /// accept penalty), and the draws that do (audits, referees) are settled from the future
-    /// by FutureRandomness.
-    function offerSeed(MarketStore storage s, uint256 id) internal returns (bytes32) {
-        uint128 nonce = s.nonce + 1;
-        s.nonce = nonce;
+    /// task id and the job's offer nonce. It decides no party's fate: an offer can be declined
+    /// (at the accept penalty), and the draws that do (audits, referees) are settled from the
+    /// future by FutureRandomness. The nonce lives in the job slot the draw writes anyway.
+    function offerSeed(JobRecord storage j, uint256 id) internal returns (bytes32) {
+        uint32 nonce;
+        unchecked {
+            nonce = j.offers + 1; // wraps: it only keeps seeds of one block apart
+        }
+        j.offers = nonce;
         return keccak256(abi.encode(block.prevrandao, id, nonce));
     }
 
-    function offer(MarketStore storage s, MarketDeps memory d, IJobMarket.Job storage j, uint256 id, address exclude)
+    function offer(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 id, address exclude)
         internal
         returns (bool)
     {
         address worker = d.pool.assign(
-            offerSeed(s, id),
+            offerSeed(j, id),
             IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude),
             false
         );
@@ -77,6 +132,32 @@ library TaskFlow {
         return true;
     }
 
+    /// @dev Offer the job's next task (the caller checked that the job is Active and not past
+    /// its expiry): tasks sent back first (LIFO stack; all belong to the current round), never
+    /// to the worker that failed them (kept in `worker` while Pending); then the round's next
+    /// shard; then its aggregation task, once every shard task of the round is finalized.
+    /// Changes nothing but the offer nonce when it returns NOTHING_TO_DRAW or
+    /// NO_ELIGIBLE_WORKER (a batch stops there and keeps what it drew).
+    function drawNext(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId)
+        internal
+        returns (uint256 id, uint8 outcome)
+    {
+        uint32 pendingCount = j.pendingCount;
+        if (pendingCount != 0) {
+            id = s.pending[jobId][pendingCount - 1];
+            if (!offer(s, d, j, id, s.tasks[id].worker)) return (id, NO_ELIGIBLE_WORKER);
+            j.pendingCount = pendingCount - 1;
+            return (id, DRAWN);
+        }
+        uint32 next = j.nextIndex;
+        uint32 shards = j.shards;
+        // INVARIANT: the aggregation task is drawable only once every shard task of the round is finalized.
+        if (next > shards || (next == shards && j.finalizedInRound != shards)) return (0, NOTHING_TO_DRAW);
+        id = TaskIds.encode(jobId, j.currentRound, next);
+        if (!offer(s, d, j, id, address(0))) return (id, NO_ELIGIBLE_WORKER);
+        j.nextIndex = next + 1;
+    }
+
     function openWindow(IJobMarket.Task storage t, uint256 id, uint64 blocks) internal {
         uint64 deadline = uint64(block.number) + blocks;
         t.status = IJobMarket.TaskStatus.ChallengeWindow;
@@ -87,7 +168,7 @@ library TaskFlow {
     /// @dev A task whose worker failed: redraw it now (`redraw`; excluding that worker), else
     /// push it on the pending stack, where the next `drawTask` takes it (still excluding that
     /// worker); on a job that is no longer Active, close and refund it.
-    function sendBack(MarketStore storage s, MarketDeps memory d, IJobMarket.Job storage j, uint256 jobId, uint256 id, bool redraw)
+    function sendBack(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id, bool redraw)
         internal
     {
         IJobMarket.Task storage t = s.tasks[id];
@@ -108,7 +189,7 @@ library TaskFlow {
         emit IJobMarket.TaskRequeued(id, jobId);
     }
 
-    function close(MarketStore storage s, IJobMarket.Job storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id)
+    function close(MarketStore storage s, JobRecord storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id)
         internal
     {
         uint256 cost = Escrow.taskCost(j.rewardPerTask, j.auditFee);
@@ -121,7 +202,7 @@ library TaskFlow {
     }
 
     /// @dev Pay one task out of its job's escrow and move the job's counters on.
-    function pay(MarketStore storage s, IJobMarket.Job storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id, bool payAuditor)
+    function pay(MarketStore storage s, JobRecord storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id, bool payAuditor)
         internal
     {
         uint128 reward = j.rewardPerTask;
@@ -156,12 +237,12 @@ library TaskFlow {
 
     /// @dev Reputation and compute grow only from work someone else paid for: a worker's own
     /// jobs leave its record (and so its draw weight) as it is.
-    function recordCompleted(MarketDeps memory d, IJobMarket.Job storage j, address worker) internal {
+    function recordCompleted(MarketDeps memory d, JobRecord storage j, address worker) internal {
         if (worker != j.submitter) d.registry.recordTaskCompleted(worker, j.computePerTask);
     }
 
     /// @dev Credit the job's surplus (unused audit fees) to its submitter.
-    function takeSurplus(MarketStore storage s, IJobMarket.Job storage j) internal returns (uint256 amount) {
+    function takeSurplus(MarketStore storage s, JobRecord storage j) internal returns (uint256 amount) {
         amount = j.surplus;
         if (amount == 0) return 0;
         j.surplus = 0;
@@ -180,7 +261,7 @@ library TaskFlow {
         s.totalCredits += uint128(amount);
     }
 
-    function activeJob(MarketStore storage s, uint256 jobId) internal view returns (IJobMarket.Job storage j) {
+    function activeJob(MarketStore storage s, uint256 jobId) internal view returns (JobRecord storage j) {
         j = s.jobs[jobId];
         if (j.status == IJobMarket.JobStatus.None) revert IJobMarket.JobNotFound(jobId);
         if (j.status != IJobMarket.JobStatus.Active) revert IJobMarket.JobNotActive(jobId, j.status);

@@ -5,7 +5,7 @@ import {IJobMarket} from "../interfaces/IJobMarket.sol";
 import {TaskIds} from "./TaskIds.sol";
 import {Escrow} from "./Escrow.sol";
 import {FutureRandomness} from "./FutureRandomness.sol";
-import {MarketStore, MarketDeps, TaskFlow} from "./TaskFlow.sol";
+import {MarketStore, MarketDeps, JobRecord, TaskFlow} from "./TaskFlow.sol";
 
 /// @title TaskRecovery: what happens when a task or job leaves the happy path
 /// @notice Timeouts (who was late pays, and the task moves on), closing tasks of a stopped
@@ -23,7 +23,7 @@ library TaskRecovery {
         ) revert IJobMarket.TaskNotTimeoutable(id, st);
         if (block.number <= t.deadline) revert IJobMarket.TaskDeadlineNotPassed(id, t.deadline);
         uint256 jobId = TaskIds.jobOf(id);
-        IJobMarket.Job storage j = s.jobs[jobId];
+        JobRecord storage j = s.jobs[jobId];
         address worker = t.worker;
         address auditor = t.auditor;
         uint8 flags = t.flags;
@@ -76,7 +76,7 @@ library TaskRecovery {
     function close(MarketStore storage s, MarketDeps memory d, uint256 id) external {
         IJobMarket.Task storage t = s.tasks[id];
         uint256 jobId = TaskIds.jobOf(id);
-        IJobMarket.Job storage j = s.jobs[jobId];
+        JobRecord storage j = s.jobs[jobId];
         IJobMarket.TaskStatus st = t.status;
         if (j.status == IJobMarket.JobStatus.Active || (st != IJobMarket.TaskStatus.Pending && st != IJobMarket.TaskStatus.Offered)) {
             revert IJobMarket.TaskNotClosable(id);
@@ -88,7 +88,7 @@ library TaskRecovery {
 
     /// @notice See IJobMarket.cancelJob (`expired` false) and expireJob (true).
     function stop(MarketStore storage s, uint256 jobId, bool expired) external {
-        IJobMarket.Job storage j = TaskFlow.activeJob(s, jobId);
+        JobRecord storage j = TaskFlow.activeJob(s, jobId);
         if (expired) {
             if (block.number <= j.expiryBlock) revert IJobMarket.JobNotExpired(jobId, j.expiryBlock);
         } else if (msg.sender != j.submitter) {
@@ -114,7 +114,7 @@ library TaskRecovery {
         IJobMarket.Task storage t = s.tasks[id];
         if (t.status != IJobMarket.TaskStatus.Disputed) revert IJobMarket.TaskNotDisputed(id);
         uint256 jobId = TaskIds.jobOf(id);
-        IJobMarket.Job storage j = s.jobs[jobId];
+        JobRecord storage j = s.jobs[jobId];
         address worker = t.worker;
         address auditor = t.auditor;
         bool workerWon = verdict == 1;

@@ -105,13 +105,15 @@ def deploy_pool(WorkerPool, registry, stake_manager, deployer):
 
 
 def deploy_market(JobMarket, token, registry, stake_manager, pool, deployer):
-    """JobMarket (with its TaskRecovery library) wired to the stack; the deployer account is
+    """JobMarket (with its TaskRecovery and JobBook libraries) wired to the stack; the deployer account is
     wired as a dispute game too, so tests can open and resolve disputes directly. The wiring
     stays open here (the deployment seals it: tests/contracts/test_attacks_admin.py)."""
-    from brownie import TaskRecovery
+    from brownie import JobBook, TaskRecovery
 
     if len(TaskRecovery) == 0:
         TaskRecovery.deploy({"from": deployer})
+    if len(JobBook) == 0:
+        JobBook.deploy({"from": deployer})
     contract = JobMarket.deploy(
         token, registry, stake_manager, pool,
         (TIMEOUT_PENALTY_BPS, ACCEPT_PENALTY_BPS, AUDITOR_COLLATERAL, AUDITOR_PENALTY), {"from": deployer},

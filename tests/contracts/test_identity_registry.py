@@ -237,6 +237,30 @@ def test_recordTaskCompleted_updatesHistoryAndReputation(registry, market, alice
     assert registry.reputationOf(alice) == completed(5_250)
 
 
+def test_recordTasksCompleted_isCountCompletionsInOneRecord(registry, market, alice, bob):
+    register_worker(registry, alice)
+    register_worker(registry, bob)
+    tx = registry.recordTasksCompleted(alice, 3, 300, {"from": market})
+    assert len(tx.events["TaskCompletionRecorded"]) == 1 and len(tx.events["ReputationChanged"]) == 1
+    assert tx.events["TaskCompletionRecorded"]["compute"] == 300 and tx.events["TaskCompletionRecorded"]["tasksDone"] == 3
+    # the same as three single records, formula applied three times
+    for compute in (100, 100, 100):
+        registry.recordTaskCompleted(bob, compute, {"from": market})
+    assert registry.reputationOf(alice) == registry.reputationOf(bob) == completed(completed(completed(5_000)))
+    assert tx.events["ReputationChanged"]["newReputation"] == registry.reputationOf(alice)
+    assert registry.identityOf(alice)[8] == registry.identityOf(bob)[8]
+    # the rule's fixed point: many completions at once never pass the bound
+    registry.recordTasksCompleted(alice, 10_000, 0, {"from": market})
+    assert registry.reputationOf(alice) <= 10_000 and registry.identityOf(alice)[8][0] == 10_003
+
+
+def test_recordTasksCompleted_byNonRecorder_orUnregistered_reverts(registry, market, alice, outsider):
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {lo(outsider)}, {RECORDER!r}"):
+        registry.recordTasksCompleted(alice, 1, 1, {"from": outsider})
+    with brownie.reverts(f"IdentityNotRegistered: {lo(alice)}"):
+        registry.recordTasksCompleted(alice, 1, 1, {"from": market})
+
+
 def test_recordTaskFailed_updatesHistoryAndReputation(registry, market, alice):
     register_worker(registry, alice)
     tx = registry.recordTaskFailed(alice, {"from": market})

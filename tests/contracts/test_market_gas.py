@@ -25,7 +25,7 @@ def _grow_pool(registry, stake_manager, token, pool, deployer, n):
             continue
 
 
-def test_gas_oneTaskLife_noAudit_staysUnder400k(job_market, submitter, w1, market_isolation):
+def test_gas_oneTaskLife_noAudit_oneCallEach_staysUnder400k(job_market, submitter, w1, market_isolation):
     job_id, _ = new_job(job_market, submitter)
     gas = {}
     tx = job_market.drawTask(job_id, {"from": w1})
@@ -38,10 +38,43 @@ def test_gas_oneTaskLife_noAudit_staysUnder400k(job_market, submitter, w1, marke
     gas["finalize"] = job_market.finalize(tid, {"from": w1}).gas_used
     total = sum(gas.values())
     print("task life gas:", gas, "total", total)
-    # Target 400k (issue 3); measured ~396k: packed IdentityRegistry record (one slot per
-    # completed task), packed StakeManager active/locked, packed JobMarket totals, one
-    # registry read per pool draw/refresh.
+    # Issue 3's bound for single calls (measured ~375-390k after the gas issue, ~388-407k
+    # before it): the gas issue's ≤ 250k is met per task in batches (next test).
     assert total <= 400_000
+
+
+def test_gas_oneTaskLife_inBatches_staysUnder250k(job_market, registry, stake_manager, token, pool, deployer, submitter, w1, market_isolation):
+    """A task's whole life with the batch calls counted per task: one drawTasks over the job's
+    16 shard tasks, each accepted, committed and revealed, one finalizeMany. Four workers that
+    take 8 tasks at once (so no draw fills one to its limit); a first batch pays their first
+    credits and history writes, the second is measured."""
+    pool.leavePool({"from": w1})
+    wide = []
+    for i in range(4):
+        acct = accounts[11 + i]
+        register(registry, acct, ROLE_WORKER, cap=(1, 24_576, 1_000, 3, 8))
+        stake(token, stake_manager, acct, deployer=deployer)
+        pool.joinPool({"from": acct})
+        wide.append(acct)
+    n = 16
+    for _ in range(2):
+        job_id, _ = new_job(job_market, submitter, shards=n, acceptWindow=100, computeWindow=200, revealWindow=150,
+                            challengeWindow=200)
+        tx = job_market.drawTasks(job_id, n, {"from": submitter})
+        tasks = [(e["taskId"], accounts.at(e["worker"], force=True)) for e in tx.events["TaskDrawn"]]
+        assert tx.return_value == n == len(tasks)
+        gas = {"draw": tx.gas_used / n, "accept": 0, "commit": 0, "reveal": 0}
+        for tid, w in tasks:
+            gas["accept"] += job_market.acceptTask(tid, {"from": w}).gas_used / n
+        for tid, w in tasks:
+            gas["commit"] += job_market.commitResult(tid, commitment(ROOT, CID, SALT, w), {"from": w}).gas_used / n
+        for tid, w in tasks:
+            gas["reveal"] += job_market.revealResult(tid, ROOT, CID, SALT, {"from": w}).gas_used / n
+        chain.mine(201)
+        gas["finalize"] = job_market.finalizeMany([t for t, _ in tasks], {"from": submitter}).gas_used / n
+    total = sum(gas.values())
+    print("task life gas in batches of", n, {k: round(v) for k, v in gas.items()}, "total", round(total))
+    assert total <= 250_000
 
 
 def test_gas_createJob_flatInShardCount(job_market, submitter, market_isolation):

@@ -1,7 +1,7 @@
 """One task's life and whole jobs: draw → accept → commit → reveal → finalize, rounds, aggregation."""
 
 import brownie
-from brownie import chain
+from brownie import accounts, chain
 
 from tests.contracts.market_setup import *  # noqa: F401,F403
 
@@ -116,3 +116,53 @@ def test_finalizeMany_finalizesReadyTasks_andSkipsOthers(job_market, submitter, 
     assert tx.return_value == 2 and len(tx.events["TaskFinalized"]) == 2
     with brownie.reverts(f"MarketBatchTooLarge: 33, 32"):
         job_market.finalizeMany([1] * 33, {"from": w1})
+
+
+def test_finalizeMany_settlesEachMemberOnce_asSingleFinalizesWould(job_market, registry, stake_manager, pool, submitter, w1, w2, market_isolation):
+    """Two tasks of w1 and two of w2 (both at their limit of 2) in one batch: every task is
+    paid, and each worker gets one history record (tasksDone and reputation as two single
+    records would leave them) and one pool release (collateral unlocked, active count 0)."""
+    pool.joinPool({"from": w2})
+    job_id, _ = new_job(job_market, submitter, shards=8, acceptWindow=50, computeWindow=50, challengeWindow=50)
+    rep = {w.address: registry.reputationOf(w) for w in (w1, w2)}
+    ids = [job_market.drawTask(job_id, {"from": submitter}).return_value for _ in range(4)]
+    owner = {tid: job_market.taskOf(tid)[0] for tid in ids}
+    assert sorted(owner.values()) == sorted([w1.address, w1.address, w2.address, w2.address])
+    for tid in ids:
+        worker = accounts.at(owner[tid], force=True)
+        job_market.acceptTask(tid, {"from": worker})
+        job_market.commitResult(tid, commitment(ROOT, CID, SALT, worker), {"from": worker})
+        job_market.revealResult(tid, ROOT, CID, SALT, {"from": worker})
+    chain.mine(51)
+    tx = job_market.finalizeMany(ids, {"from": submitter})
+    assert tx.return_value == 4 and len(tx.events["TaskFinalized"]) == 4
+    assert len(tx.events["MemberReleased"]) == 2 == len(tx.events["TaskCompletionRecorded"])
+    for w in (w1.address, w2.address):
+        model = rep[w]
+        for _ in range(2):
+            model += (10_000 - model) // 20
+        assert registry.reputationOf(w) == model and registry.identityOf(w)[8][0] == 2
+        assert pool.memberOf(w)[1] == 0 and stake_manager.stakeOf(w)[1] == 0
+        assert job_market.credits(w) == 2 * 10 * E
+    assert all(job_market.taskOf(t)[1] == TS.FINALIZED for t in ids)
+
+
+def test_drawTasks_drawsUpToCount_keepsWhatItDrew_andRevertsWhenNone(job_market, submitter, w1, market_isolation):
+    one, _ = new_job(job_market, submitter, shards=1)
+    with brownie.reverts("MarketBatchTooLarge: 33, 32"):
+        job_market.drawTasks(one, 33, {"from": submitter})
+    assert job_market.drawTasks(one, 0, {"from": submitter}).return_value == 0
+    assert job_market.drawTasks(one, 3, {"from": submitter}).return_value == 1  # its one shard task
+    with brownie.reverts(f"JobNothingToDraw: {one}"):  # the aggregation task waits for the shard task
+        job_market.drawTasks(one, 1, {"from": submitter})
+    # w1 (the only worker in the pool) takes 2 tasks at once and holds one: the second draw
+    # of the batch finds nobody, and the batch keeps the one it drew
+    job_id, _ = new_job(job_market, submitter, shards=5)
+    tx = job_market.drawTasks(job_id, 5, {"from": submitter})
+    assert tx.return_value == 1 and tx.events["TaskDrawn"]["worker"] == w1 and tx.events["TaskDrawn"]["index"] == 0
+    assert job_market.jobOf(job_id).dict()["nextIndex"] == 1
+    with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_market.taskId(job_id, 0, 1)}"):
+        job_market.drawTasks(job_id, 3, {"from": submitter})
+    job_market.cancelJob(job_id, {"from": submitter})
+    with brownie.reverts(f"JobNotActive: {job_id}, 3"):
+        job_market.drawTasks(job_id, 1, {"from": submitter})

@@ -1,7 +1,7 @@
 """WorkerPool: membership, weights (stake × reputation), eligibility at draw time, concurrency, region boost."""
 
 import brownie
-from brownie import chain, web3
+from brownie import ZERO_ADDRESS, chain, web3
 
 from tests.contracts.market_setup import *  # noqa: F401,F403
 
@@ -88,9 +88,31 @@ def test_assignAndRelease_onlyMarketRole(pool, deployer, w1, market_isolation):
     role = pool.MARKET_ROLE()
     with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(role.hex().removeprefix('0x'))}"):
         pool.release(w1, 0, {"from": w1})
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(role.hex().removeprefix('0x'))}"):
+        pool.releaseMany(w1, 1, 0, {"from": w1})
     pool.grantRole(role, deployer, {"from": deployer})
     with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
         pool.release(w1, 0, {"from": deployer})
+    with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
+        pool.releaseMany(w1, 1, 0, {"from": deployer})
+
+
+def test_releaseMany_releasesCountSlotsOnce_andRefusesMoreThanActive(pool, stake_manager, deployer, w1, market_isolation):
+    role = pool.MARKET_ROLE()
+    pool.grantRole(role, deployer, {"from": deployer})
+    req = (1, 16_000, 0, 20 * E, ZERO_ADDRESS)
+    for i in range(2):
+        assert pool.assign(web3.keccak(i.to_bytes(32, "big")), req, False, {"from": deployer}).return_value == w1
+    assert pool.memberOf(w1)[1] == 2 and stake_manager.stakeOf(w1)[1] == 40 * E
+    with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
+        pool.releaseMany(w1, 3, 0, {"from": deployer})
+    with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
+        pool.releaseMany(w1, 0, 0, {"from": deployer})
+    tx = pool.releaseMany(w1, 2, 40 * E, {"from": deployer})
+    assert len(tx.events["MemberReleased"]) == 1 and tx.events["MemberReleased"]["active"] == 0
+    assert tx.events["MemberReleased"]["unlocked"] == 40 * E
+    assert pool.memberOf(w1)[1] == 0 and stake_manager.stakeOf(w1)[1] == 0
+    assert pool.weightOf(w1, False) > 0  # back in the tree (it had left it at its limit of 2)
 
 
 def test_constructor_zeroLiveness_reverts(WorkerPool, registry, stake_manager, deployer, market_isolation):

@@ -26,7 +26,7 @@ def test_deploy_writes_file_grants_roles_seals_and_reuses_on_rerun(anvil, tmp_pa
     assert first.deployed == [s.key for s in STEPS] and first.reused == []
     assert len(first.granted) == len(GRANTS) + 2  # + the stake listener and the market's dispute game
     recorded = json.loads((tmp_path / f"{DEV_CHAIN_ID}.json").read_text())
-    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "recovery", "market", "game", "timelock"}
+    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "recovery", "book", "market", "game", "timelock"}
     assert recorded["contracts"]["market"]["name"] == "JobMarket"
     assert recorded["contracts"]["game"]["name"] == "DisputeGame"
     pool = client.contract("WorkerPool", first.deployment.address("pool"))

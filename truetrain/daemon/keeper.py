@@ -26,7 +26,7 @@ DEADLINE_ARGS = {
 }
 ENDED = {"TaskFinalized", "TaskClosed", "TaskRequeued"}
 JOB_ENDED = {"JobCompleted", "JobCancelled", "JobExpired"}
-#: Refusals of drawTask that mean "nothing to do for this job now".
+#: Refusals of drawTasks that mean "nothing to do for this job now".
 NOTHING_TO_DRAW = {"JobNothingToDraw", "JobNoEligibleWorker"}
 TIMEOUTABLE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED}
 DRAWS_PER_TICK = 8
@@ -91,17 +91,17 @@ class Keeper:
             self.book.set_due(task_id, KIND, self.daemon.block + 1)
 
     def draw(self, job_id: int) -> None:
-        """Offer the job's next tasks while the market has something to draw."""
+        """Offer up to ``DRAWS_PER_TICK`` of the job's next tasks in one transaction:
+        ``drawTasks`` stops at the first task it cannot draw and keeps what it drew, and
+        reverts (nothing to do for this job now) only when it drew none."""
         market = self.daemon.market
-        for _ in range(DRAWS_PER_TICK):
-            call = market.functions.drawTask(job_id)
-            try:
-                self.daemon.send("drawTask", call, random_path=True)
-            except ContractRevert as exc:
-                if exc.error == "JobPastExpiry":
-                    self.act("expireJob", market.functions.expireJob(job_id), 0)
-                elif exc.error == "JobNotActive":
-                    self.book.set_job(job_id, False)
-                elif exc.error not in NOTHING_TO_DRAW:
-                    log.warning("drawTask for job %s refused: %s", job_id, exc)
-                return
+        call = market.functions.drawTasks(job_id, DRAWS_PER_TICK)
+        try:
+            self.daemon.send("drawTasks", call, random_path=True)
+        except ContractRevert as exc:
+            if exc.error == "JobPastExpiry":
+                self.act("expireJob", market.functions.expireJob(job_id), 0)
+            elif exc.error == "JobNotActive":
+                self.book.set_job(job_id, False)
+            elif exc.error not in NOTHING_TO_DRAW:
+                log.warning("drawTasks for job %s refused: %s", job_id, exc)

@@ -18,8 +18,8 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 /// @title MarketFixture: the whole stack, deployed, wired and sealed as truetrain/chain/deploy.py does
 /// @notice The ONE place of the forge suites that knows the market's constructors and wiring:
-/// deploy order token, registry, stake manager, pool, (TaskRecovery: forge links the external
-/// library itself when JobMarket is created), market, game, timelock; then
+/// deploy order token, registry, stake manager, pool, (TaskRecovery and JobBook: forge links the
+/// external libraries itself when JobMarket is created), market, game, timelock; then
 /// `stakeManager.setListener(pool)`, `market.wireDisputeGame(game)`, the role grants of
 /// deploy.py's GRANTS, and `seal`: the deployer (this test contract) renounces PARAMETER_ROLE
 /// and every DEFAULT_ADMIN_ROLE and seals the market's wiring, so that, as in production,

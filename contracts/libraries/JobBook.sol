@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {IJobMarket} from "../interfaces/IJobMarket.sol";
+import {IIdentityRegistry, ROLE_SUBMITTER} from "../interfaces/IIdentityRegistry.sol";
+import {TaskIds} from "./TaskIds.sol";
+import {Escrow} from "./Escrow.sol";
+import {MarketStore, MarketDeps, JobRecord, TaskFlow} from "./TaskFlow.sol";
+
+/// @title JobBook: creating jobs, reading them back, and the market's batch calls
+/// @notice An external library: JobMarket calls it with DELEGATECALL (its storage, its events,
+/// its `msg.sender`), which keeps the market's bytecode under the EIP-170 limit with room to
+/// spare. Job creation and the job view run once per job or off chain; the batch calls pay the
+/// library call once for many tasks. Callers check reentrancy and batch bounds.
+library JobBook {
+    /// @notice See IJobMarket.MIN_WINDOW_BLOCKS.
+    uint32 internal constant MIN_WINDOW_BLOCKS = 5;
+    /// @notice See IJobMarket.MAX_REVEAL_WINDOW_BLOCKS.
+    uint32 internal constant MAX_REVEAL_WINDOW_BLOCKS = 200;
+    /// @notice See IJobMarket.MAX_CID_BYTES.
+    uint256 internal constant MAX_CID_BYTES = 128;
+    /// @notice See IJobMarket.MAX_BATCH.
+    uint256 internal constant MAX_BATCH = 32;
+
+    /// @notice Validate `p`, store the job and emit `JobCreated`; the caller pulls `escrow`.
+    /// @return jobId the new job's id
+    /// @return escrow what the caller must pull from `msg.sender`
+    function create(MarketStore storage s, IIdentityRegistry registry, IJobMarket.JobParams calldata p)
+        external
+        returns (uint256 jobId, uint256 escrow)
+    {
+        if (!registry.hasParticipantRole(msg.sender, ROLE_SUBMITTER)) revert IJobMarket.JobSubmitterNotRegistered(msg.sender);
+        if (p.shards == 0 || p.rounds == 0) revert IJobMarket.JobInvalidShape(p.shards, p.rounds);
+        // INVARIANT: every phase gives an honest party time to act, the audit ticket stays
+        // readable until the reveal deadline, and a third party can re-run a task and
+        // challenge it inside the window.
+        if (
+            p.acceptWindow < MIN_WINDOW_BLOCKS || p.computeWindow < MIN_WINDOW_BLOCKS
+                || p.revealWindow < MIN_WINDOW_BLOCKS || p.challengeWindow < MIN_WINDOW_BLOCKS
+        ) revert IJobMarket.JobWindowTooShort(MIN_WINDOW_BLOCKS);
+        if (p.revealWindow > MAX_REVEAL_WINDOW_BLOCKS) {
+            revert IJobMarket.JobRevealWindowTooLong(p.revealWindow, MAX_REVEAL_WINDOW_BLOCKS);
+        }
+        if (p.challengeWindow < p.computeWindow) revert IJobMarket.JobChallengeWindowTooShort(p.challengeWindow, p.computeWindow);
+        // INVARIANT: a worker always has more at stake than the reward it could take for a wrong result.
+        if (p.workerCollateral == 0 || p.workerCollateral < p.rewardPerTask) {
+            revert IJobMarket.JobCollateralTooLow(p.workerCollateral, p.rewardPerTask);
+        }
+        uint256 cidLength = bytes(p.manifestCid).length;
+        if (bytes(p.initialCheckpointCid).length > cidLength) cidLength = bytes(p.initialCheckpointCid).length;
+        if (cidLength > MAX_CID_BYTES) revert IJobMarket.MarketCidTooLong(cidLength, MAX_CID_BYTES);
+        if (p.expiryBlock <= block.number) revert IJobMarket.JobInvalidExpiry(p.expiryBlock);
+        if (p.auditRateBps > Escrow.BPS) revert IJobMarket.JobInvalidAuditRate(p.auditRateBps);
+        if (p.checkpointLeaves == 0) revert IJobMarket.JobInvalidCheckpointLeaves(p.checkpointLeaves);
+        escrow = Escrow.jobEscrow(p.shards, p.rounds, p.rewardPerTask, p.auditFee);
+        // INVARIANT: escrow fits the packed uint128 (checked, not truncated).
+        if (escrow > type(uint128).max) revert IJobMarket.JobEscrowTooLarge(escrow);
+
+        jobId = ++s.jobCount;
+        JobRecord storage j = s.jobs[jobId];
+        j.status = IJobMarket.JobStatus.Active;
+        j.shards = p.shards;
+        j.acceptWindow = p.acceptWindow;
+        j.computeWindow = p.computeWindow;
+        j.revealWindow = p.revealWindow;
+        j.challengeWindow = p.challengeWindow;
+        j.auditRateBps = p.auditRateBps;
+        j.deviceClass = p.deviceClass;
+        j.memoryMiB = p.memoryMiB;
+        j.preferredRegion = p.preferredRegion;
+        j.checkpointLeaves = p.checkpointLeaves;
+        j.workerCollateral = p.workerCollateral;
+        j.expiryBlock = p.expiryBlock;
+        j.rounds = p.rounds;
+        j.rewardPerTask = p.rewardPerTask;
+        j.computePerTask = p.computePerTask;
+        j.submitter = msg.sender;
+        j.auditFee = p.auditFee;
+        j.escrow = uint128(escrow);
+        j.manifestHash = p.manifestHash;
+        j.checkpointHash = p.initialCheckpointHash;
+        if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
+        s.totalEscrow += uint128(escrow);
+        s.jobsBySubmitter[msg.sender].push(jobId);
+        emit IJobMarket.JobCreated(
+            jobId, msg.sender, p.manifestCid, p.manifestHash, p.shards, p.rounds, Escrow.taskCount(p.shards, p.rounds), escrow
+        );
+    }
+
+    /// @notice The stored job as IJobMarket.Job (see IJobMarket.jobOf).
+    function jobOf(MarketStore storage s, uint256 jobId) external view returns (IJobMarket.Job memory job) {
+        JobRecord storage j = s.jobs[jobId];
+        job.submitter = j.submitter;
+        job.status = j.status;
+        job.shards = j.shards;
+        job.rounds = j.rounds;
+        job.rewardPerTask = j.rewardPerTask;
+        job.auditFee = j.auditFee;
+        job.expiryBlock = j.expiryBlock;
+        job.workerCollateral = j.workerCollateral;
+        job.acceptWindow = j.acceptWindow;
+        job.computeWindow = j.computeWindow;
+        job.revealWindow = j.revealWindow;
+        job.challengeWindow = j.challengeWindow;
+        job.auditRateBps = j.auditRateBps;
+        job.deviceClass = j.deviceClass;
+        job.memoryMiB = j.memoryMiB;
+        job.preferredRegion = j.preferredRegion;
+        job.computePerTask = j.computePerTask;
+        job.currentRound = j.currentRound;
+        job.nextIndex = j.nextIndex;
+        job.finalizedInRound = j.finalizedInRound;
+        job.pendingCount = j.pendingCount;
+        job.checkpointLeaves = j.checkpointLeaves;
+        job.escrow = j.escrow;
+        job.surplus = j.surplus;
+        job.manifestHash = j.manifestHash;
+        job.checkpointHash = j.checkpointHash;
+        job.checkpointCid = j.checkpointCid;
+    }
+
+    /// @notice See IJobMarket.drawTasks.
+    function drawMany(MarketStore storage s, MarketDeps memory d, uint256 jobId, uint256 count)
+        external
+        returns (uint256 drawn)
+    {
+        if (count > MAX_BATCH) revert IJobMarket.MarketBatchTooLarge(count, MAX_BATCH);
+        JobRecord storage j = TaskFlow.activeJob(s, jobId);
+        if (block.number > j.expiryBlock) revert IJobMarket.JobPastExpiry(jobId, j.expiryBlock);
+        for (; drawn < count; ++drawn) {
+            (uint256 id, uint8 outcome) = TaskFlow.drawNext(s, d, j, jobId);
+            if (outcome == TaskFlow.DRAWN) continue;
+            if (drawn != 0) break;
+            if (outcome == TaskFlow.NOTHING_TO_DRAW) revert IJobMarket.JobNothingToDraw(jobId);
+            revert IJobMarket.JobNoEligibleWorker(jobId, id);
+        }
+    }
+
+    /// @dev The pool members a batch settles, each once: its released pool slots, the
+    /// collateral they unlock, and the completions (with their compute) to record.
+    struct Settlement {
+        address[] accounts;
+        uint256[] releases;
+        uint256[] unlocks;
+        uint256[] completed;
+        uint256[] compute;
+        uint256 count;
+    }
+
+    /// @notice See IJobMarket.finalizeMany. Each task is paid as `finalize` pays it; each
+    /// worker and auditor is then settled once for all its tasks of the batch: one history
+    /// record (IdentityRegistry.recordTasksCompleted) and one pool release
+    /// (WorkerPool.releaseMany), after every task's own state is written.
+    function finalizeMany(MarketStore storage s, MarketDeps memory d, uint256[] calldata ids)
+        external
+        returns (uint256 finalized)
+    {
+        uint256 n = ids.length;
+        if (n > MAX_BATCH) revert IJobMarket.MarketBatchTooLarge(n, MAX_BATCH);
+        Settlement memory acc = Settlement(
+            new address[](2 * n), new uint256[](2 * n), new uint256[](2 * n), new uint256[](2 * n), new uint256[](2 * n), 0
+        );
+        for (uint256 i = 0; i < n; ++i) {
+            if (_finalizeOne(s, d, acc, ids[i])) finalized += 1;
+        }
+        for (uint256 k = 0; k < acc.count; ++k) {
+            address account = acc.accounts[k];
+            if (acc.completed[k] != 0) d.registry.recordTasksCompleted(account, uint32(acc.completed[k]), uint128(acc.compute[k]));
+            d.pool.releaseMany(account, acc.releases[k], acc.unlocks[k]);
+        }
+    }
+
+    /// @dev Pay task `id` if its challenge window is over, and note what its worker and
+    /// auditor are owed by the pool and the registry; false (and nothing done) otherwise.
+    function _finalizeOne(MarketStore storage s, MarketDeps memory d, Settlement memory acc, uint256 id) private returns (bool) {
+        IJobMarket.Task storage t = s.tasks[id];
+        if (t.status != IJobMarket.TaskStatus.ChallengeWindow || block.number <= t.deadline) return false;
+        uint256 jobId = TaskIds.jobOf(id);
+        JobRecord storage j = s.jobs[jobId];
+        address worker = t.worker;
+        bool audited = t.flags & TaskFlow.FLAG_AUDITOR != 0;
+        // INVARIANT: a task is paid once: Finalized is terminal.
+        t.status = IJobMarket.TaskStatus.Finalized;
+        TaskFlow.pay(s, j, jobId, t, id, audited);
+        // Reputation and compute grow only from work someone else paid for.
+        bool record = worker != j.submitter;
+        _add(acc, worker, j.workerCollateral, record ? 1 : 0, record ? j.computePerTask : 0);
+        if (audited) _add(acc, t.auditor, d.auditorCollateral, 0, 0);
+        return true;
+    }
+
+    function _add(Settlement memory acc, address account, uint256 unlock, uint256 completed, uint256 compute) private pure {
+        uint256 k = 0;
+        while (k < acc.count && acc.accounts[k] != account) ++k;
+        if (k == acc.count) {
+            acc.accounts[k] = account;
+            acc.count = k + 1;
+        }
+        acc.releases[k] += 1;
+        acc.unlocks[k] += unlock;
+        acc.completed[k] += completed;
+        acc.compute[k] += compute;
+    }
+}
