@@ -7,7 +7,9 @@ import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC2
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
 import {IWorkerPool} from "./interfaces/IWorkerPool.sol";
-import {IIdentityRegistry, ROLE_SUBMITTER} from "./interfaces/IIdentityRegistry.sol";
+import {
+    IIdentityRegistry, ROLE_SUBMITTER, MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
+} from "./interfaces/IIdentityRegistry.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {TaskIds} from "./libraries/TaskIds.sol";
 import {Escrow} from "./libraries/Escrow.sol";
@@ -217,7 +219,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         }
         address auditor = pool.assign(
             keccak256(abi.encode(random, "auditor")),
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, auditorCollateral, t.worker),
+            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, auditorCollateral, t.worker, 0, 0),
             true
         );
         if (auditor == address(0)) {
@@ -478,6 +480,9 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         if (p.expiryBlock <= block.number) revert JobInvalidExpiry(p.expiryBlock);
         if (p.auditRateBps > Escrow.BPS) revert JobInvalidAuditRate(p.auditRateBps);
         if (p.checkpointLeaves == 0) revert JobInvalidCheckpointLeaves(p.checkpointLeaves);
+        if (p.minFetchKiBps > MAX_FETCH_KIBPS || p.maxRpcRttMs > MAX_RPC_RTT_MS) {
+            revert JobInvalidNetworkTerms(p.minFetchKiBps, p.maxRpcRttMs);
+        }
         uint256 escrow = Escrow.jobEscrow(p.shards, p.rounds, p.rewardPerTask, p.auditFee);
 
         jobId = ++_s.jobCount;
@@ -506,6 +511,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         j.manifestHash = p.manifestHash;
         j.checkpointHash = p.initialCheckpointHash;
         if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
+        if ((p.minFetchKiBps | p.maxRpcRttMs) != 0) (j.minFetchKiBps, j.maxRpcRttMs) = (p.minFetchKiBps, p.maxRpcRttMs);
         _s.totalEscrow += uint128(escrow);
         _s.jobsBySubmitter[msg.sender].push(jobId);
         emit JobCreated(

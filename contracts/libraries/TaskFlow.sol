@@ -63,7 +63,9 @@ library TaskFlow {
     {
         address worker = d.pool.assign(
             offerSeed(s, id),
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude),
+            IWorkerPool.Requirements(
+                j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
+            ),
             false
         );
         if (worker == address(0)) return false;

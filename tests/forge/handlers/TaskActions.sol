@@ -304,7 +304,7 @@ abstract contract TaskActions is MarketHandlerBase {
             return false;
         }
         IWorkerPool.Requirements memory req =
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0));
+            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0), 0, 0);
         uint256 eligible;
         for (uint256 i = 2; i < 10; ++i) {
             if (pool.isEligible(_actors[i], req, false)) eligible += 1;
