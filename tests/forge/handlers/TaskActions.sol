@@ -257,6 +257,7 @@ abstract contract TaskActions is MarketHandlerBase {
         p.revealWindow = uint32(5 + (windows >> 16) % 26);
         p.challengeWindow = p.computeWindow + uint32((windows >> 24) % 31);
         p.expiryBlock = uint64(currentBlock + 100 + (windows >> 32) % 1_500);
+        if ((shape >> 40) % 4 == 0) (p.minFetchKiBps, p.maxRpcRttMs) = (1_024, 250);
     }
 
     function _auditSalt(uint256 id) internal pure returns (bytes32) {
@@ -304,7 +305,9 @@ abstract contract TaskActions is MarketHandlerBase {
             return false;
         }
         IWorkerPool.Requirements memory req =
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0), 0, 0);
+            IWorkerPool.Requirements(
+            j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0), j.minFetchKiBps, j.maxRpcRttMs
+        );
         uint256 eligible;
         for (uint256 i = 2; i < 10; ++i) {
             if (pool.isEligible(_actors[i], req, false)) eligible += 1;
