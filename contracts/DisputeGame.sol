@@ -149,7 +149,7 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         address[] memory drawn = pool.drawCommittee(
             keccak256(abi.encode(random, committee)),
             committeeSize,
-            IWorkerPool.Requirements(0, 0, 0, refereeStake, g.worker),
+            IWorkerPool.Requirements(0, 0, 0, refereeStake, g.worker, 0, 0),
             g.challenger
         );
         uint256 found = Committee.oddSize(drawn.length);

@@ -2,7 +2,9 @@
 pragma solidity ^0.8.28;
 
 import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
-import {IIdentityRegistry, ROLE_WORKER, ROLE_ALL} from "./interfaces/IIdentityRegistry.sol";
+import {
+    IIdentityRegistry, ROLE_WORKER, ROLE_ALL, MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
+} from "./interfaces/IIdentityRegistry.sol";
 
 /// @title IdentityRegistry ("CHAIN")
 /// @notice One non-transferable identity per address; history and reputation are written
@@ -17,6 +19,8 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
     uint32 public constant MAX_REPUTATION = 10_000;
     /// @inheritdoc IIdentityRegistry
     uint256 public constant MAX_PROFILE_CID_BYTES = 128;
+    /// @inheritdoc IIdentityRegistry
+    uint64 public constant MAX_NETWORK_DECLARE_DELAY = 256;
 
     /// @dev Storage layout of an Identity, packed so that one completed task (tasksDone,
     /// computeContributed, reputation) reads and writes ONE slot that is already non-zero
@@ -45,6 +49,12 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
         uint128 amountSlashed;
         bytes32 profileHash;
         string profileCid;
+        // last slot: what a draw for a job with network terms reads besides slot 1 (a job
+        // without them never reads it), and what declareNetwork and recordTimeout write
+        uint32 fetchKiBps;
+        uint32 rpcRttMs;
+        uint64 networkMeasuredAt;
+        uint64 lastTimeoutBlock;
     }
 
     mapping(address account => Record) private _identities;
@@ -113,6 +123,25 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
         emit HeartbeatRecorded(msg.sender, nowBlock);
     }
 
+    /// @inheritdoc IIdentityRegistry
+    function declareNetwork(NetworkFigures calldata figures) external {
+        Record storage id = _registered(msg.sender);
+        if (figures.fetchKiBps > MAX_FETCH_KIBPS || figures.rpcRttMs > MAX_RPC_RTT_MS) {
+            revert IdentityNetworkOutOfRange(figures.fetchKiBps, figures.rpcRttMs);
+        }
+        uint64 nowBlock = uint64(block.number);
+        uint64 measuredAt = figures.measuredAt;
+        // INVARIANT: stored figures name a past block, at most MAX_NETWORK_DECLARE_DELAY before their declaration.
+        if (measuredAt == 0 || measuredAt > nowBlock || measuredAt + MAX_NETWORK_DECLARE_DELAY < nowBlock) {
+            revert IdentityNetworkMeasuredAtInvalid(measuredAt, nowBlock);
+        }
+        id.fetchKiBps = figures.fetchKiBps;
+        id.rpcRttMs = figures.rpcRttMs;
+        id.networkMeasuredAt = measuredAt;
+        id.lastSeenBlock = nowBlock;
+        emit NetworkDeclared(msg.sender, figures.fetchKiBps, figures.rpcRttMs, measuredAt);
+    }
+
     // ---------------------------------------------------------------- market calls
 
     /// @inheritdoc IIdentityRegistry
@@ -139,6 +168,7 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
         Record storage id = _registered(account);
         uint64 tasksTimedOut = id.tasksTimedOut + 1;
         id.tasksTimedOut = tasksTimedOut;
+        id.lastTimeoutBlock = uint64(block.number);
         emit TimeoutRecorded(account, tasksTimedOut);
         _setReputation(account, id, _lower(id.reputation, 10));
     }
@@ -203,6 +233,12 @@ contract IdentityRegistry is AccessControl, IIdentityRegistry {
     /// @inheritdoc IIdentityRegistry
     function capabilityOf(address account) external view returns (Capability memory) {
         return _capability(_identities[account]);
+    }
+
+    /// @inheritdoc IIdentityRegistry
+    function networkOf(address account) external view returns (NetworkFigures memory figures, uint64 lastTimeoutBlock) {
+        Record storage id = _identities[account];
+        return (NetworkFigures(id.fetchKiBps, id.rpcRttMs, id.networkMeasuredAt), id.lastTimeoutBlock);
     }
 
     /// @inheritdoc IIdentityRegistry

@@ -212,7 +212,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         }
         address auditor = pool.assign(
             keccak256(abi.encode(random, "auditor")),
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, auditorCollateral, t.worker),
+            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, auditorCollateral, t.worker, 0, 0),
             true
         );
         if (auditor == address(0)) {

@@ -303,11 +303,22 @@ contract WorkerPool is AccessControl, IWorkerPool {
         if (roles & (verifier ? ROLE_VERIFIER : ROLE_WORKER) == 0) return (false, 0, 0, 0);
         if (lastSeen + livenessWindow < block.number) return (false, 0, 0, 0);
         if (cap.deviceClass < req.deviceClass || cap.memoryMiB < req.memoryMiB) return (false, 0, 0, 0);
+        if ((req.minFetchKiBps | req.maxRpcRttMs) != 0 && !_meetsNetwork(account, req)) return (false, 0, 0, 0);
         uint256 limit = _limit(cap.maxConcurrent);
         if (m.active >= limit) return (false, 0, 0, 0);
         uint256 free = stakeManager.freeStake(account);
         if (free < req.collateral) return (false, 0, 0, 0);
         return (true, cap.region, limit, _weight(free, reputation));
+    }
+
+    /// @dev Whether `account`'s declared network figures meet the job's network terms: measured
+    /// within the liveness window, and at least a liveness window after its last timeout (a
+    /// late member's figures stop counting until it re-measures after that cool-down).
+    function _meetsNetwork(address account, Requirements calldata req) private view returns (bool) {
+        (IIdentityRegistry.NetworkFigures memory f, uint64 lastTimeout) = registry.networkOf(account);
+        if (f.measuredAt == 0 || f.measuredAt + livenessWindow < block.number) return false;
+        if (lastTimeout != 0 && f.measuredAt < lastTimeout + livenessWindow) return false;
+        return f.fetchKiBps >= req.minFetchKiBps && (req.maxRpcRttMs == 0 || f.rpcRttMs <= req.maxRpcRttMs);
     }
 
     /// @dev A member's draw weight: free stake × reputation, clamped so that 2^28 members at

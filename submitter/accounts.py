@@ -19,6 +19,7 @@ MAX_PROFILE_BYTES = 64 * 1024
 IDENTITY_FIELDS = ("registered", "roles", "reputation", "registered_at_block", "last_seen_block", "profile_hash",
                    "profile_cid", "capability", "history")
 CAPABILITY_FIELDS = ("device_class", "memory_mib", "throughput", "region", "max_concurrent")
+NETWORK_FIELDS = ("fetch_kibps", "rpc_rtt_ms", "measured_at")
 HISTORY_FIELDS = ("tasks_done", "tasks_failed", "tasks_timed_out", "disputes_won", "disputes_lost", "amount_slashed",
                   "compute_contributed")
 
@@ -30,6 +31,8 @@ def read_identity(session, address: str) -> dict:
     raw["history"] = dict(zip(HISTORY_FIELDS, raw["history"]))
     raw["profile_hash"] = "0x" + bytes(raw["profile_hash"]).hex()
     raw["role_names"] = role_names(raw["roles"]).split(", ") if raw["roles"] else []
+    figures, last_timeout = session.client.call(session.contracts.registry.functions.networkOf(address))
+    raw["network"] = {**dict(zip(NETWORK_FIELDS, figures)), "last_timeout_block": last_timeout}
     return {"address": address, **raw}
 
 
@@ -100,18 +103,23 @@ def identity_register(session, as_json, roles, profile_cid, region, max_concurre
 @json_option
 @session_options(signing=True)
 def identity_show(session, as_json, address):
-    """Show an identity: roles, declared capability, history counters and reputation."""
+    """Show an identity: roles, declared capability and network figures, history counters and reputation."""
     found = read_identity(session, session.address_or_own(address))
     if not found["registered"]:
         emit(found, as_json, f"{found['address']} has no identity")
         return
-    cap, hist = found["capability"], found["history"]
+    cap, hist, net = found["capability"], found["history"], found["network"]
+    network = (f"  network: {net['fetch_kibps']:,} KiB/s fetch, {net['rpc_rtt_ms']} ms RPC round-trip, measured at "
+               f"block {net['measured_at']}" if net["measured_at"] else "  network: never declared")
+    if net["last_timeout_block"]:
+        network += f" (last timeout at block {net['last_timeout_block']})"
     lines = [
         f"{found['address']}: roles {role_names(found['roles'])}, reputation {found['reputation']}/10000",
         f"  registered at block {found['registered_at_block']}, last seen at block {found['last_seen_block']}",
         f"  profile {found['profile_cid']} ({found['profile_hash']})",
         f"  capability: device class {cap['device_class']}, {cap['memory_mib']:,} MiB, {cap['throughput']} GFLOP/s, "
         f"region {cap['region']}, {cap['max_concurrent']} at once",
+        network,
         f"  history: {hist['tasks_done']} done, {hist['tasks_failed']} failed, {hist['tasks_timed_out']} timed out, "
         f"disputes {hist['disputes_won']} won / {hist['disputes_lost']} lost, "
         f"{format_tokens(hist['amount_slashed'])} TRAIN slashed, {hist['compute_contributed']:,} compute units",

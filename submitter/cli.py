@@ -14,6 +14,7 @@ import click
 from submitter.accounts import identity, token
 from truetrain.cli_options import ADDRESS, Refused, TokenAmountType, emit, format_tokens, json_option, session_options
 from truetrain.market.jobs import DEFAULT_TERMS
+from truetrain.network import MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
 
 
 def _tokens(wei: int) -> str:
@@ -113,6 +114,12 @@ def job() -> None:
               help="Preferred region code (0: none).")
 @click.option("--expiry-blocks", type=click.IntRange(1, 2**63), default=100_000, show_default=True,
               help="The job expires this many blocks from now.")
+@click.option("--min-fetch-kibps", type=click.IntRange(0, MAX_FETCH_KIBPS), default=0, show_default=True,
+              help="Draw only workers whose declared IPFS fetch throughput is at least this many KiB/s, "
+                   "measured within the pool's liveness window (0: no requirement).")
+@click.option("--max-rtt-ms", type=click.IntRange(0, MAX_RPC_RTT_MS), default=0, show_default=True,
+              help="Draw only workers whose declared RPC round-trip is at most this many ms, measured within "
+                   "the pool's liveness window (0: no requirement).")
 @click.option("--no-approve", is_flag=True, help="Use the existing allowance instead of approving the escrow.")
 @json_option
 @session_options(signing=True)
@@ -120,7 +127,7 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
                outer_momentum, warmup, shards, rounds, steps, batch_size, checkpoint_interval,
                optimizer, lr, momentum, seed, numeric_mode, limbs, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
                accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
-               expiry_blocks, no_approve):
+               expiry_blocks, min_fetch_kibps, max_rtt_ms, no_approve):
     """Publish a dataset and manifest to IPFS and create a job that escrows its whole cost.
 
     The escrow is (shards + 1) × rounds × (reward + audit fee): every round has one
@@ -151,7 +158,8 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
                         shape if lm else None,
                         outer, warmup)
     terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
-                     challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks)
+                     challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks,
+                     min_fetch_kibps, max_rtt_ms)
     plan = plan_job(spec, terms)
     created = submit_job(session, plan, approve=not no_approve)
     lines = [f"job {created['job_id']} created: {created['model']}, {shards} shards x {rounds} rounds ({created['tasks']} tasks), "
@@ -199,7 +207,8 @@ def job_report(session, job_id: int) -> dict:
     return {"job_id": job_id, "submitter": job.submitter, "status": job.status.name.lower(),
             "active": job.status == JobStatus.ACTIVE, "current_round": min(job.current_round + 1, job.rounds),
             "rounds": rounds, "tasks": tasks, "escrow_wei": job.escrow, "surplus_wei": job.surplus,
-            "expiry_block": job.expiry_block, "checkpoint_cid": job.checkpoint_cid or None}
+            "expiry_block": job.expiry_block, "checkpoint_cid": job.checkpoint_cid or None,
+            "min_fetch_kibps": job.min_fetch_kibps, "max_rpc_rtt_ms": job.max_rpc_rtt_ms}
 
 
 @job.command("status")

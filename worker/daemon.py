@@ -45,6 +45,7 @@ class WorkerDaemon(Daemon):
     #: A game has a clock; a task's work trains (slow).
     kinds = (DEFEND, OPEN_GAME, WORK)
     slow_kinds = frozenset({WORK})
+    declares_network = True
 
     def __init__(self, settings):
         super().__init__(settings)

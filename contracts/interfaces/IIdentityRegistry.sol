@@ -7,6 +7,11 @@ uint8 constant ROLE_VERIFIER = 2;
 uint8 constant ROLE_SUBMITTER = 4;
 /// @dev All role bits together; any bit above these is invalid.
 uint8 constant ROLE_ALL = 7;
+/// @dev Bounds of declared network figures (file-level: JobMarket checks a job's network
+/// terms against the same numbers). 2^24 KiB/s is 16 GiB/s (128 Gbit/s); 60 s of RPC
+/// round-trip is far past any deadline a job can set in blocks.
+uint32 constant MAX_FETCH_KIBPS = 16_777_216;
+uint32 constant MAX_RPC_RTT_MS = 60_000;
 
 /// @title IIdentityRegistry: the market's "CHAIN" of participant identities
 /// @notice Every participant (worker, verifier, submitter) holds at most one identity per
@@ -30,6 +35,13 @@ uint8 constant ROLE_ALL = 7;
 ///   dispute lost:    rep -= rep / 2
 /// Rises close a fraction of the gap to 10_000 and falls remove a fraction of the current
 /// score, so the score can never leave [0, 10_000].
+///
+/// Network figures: an identity declares its measured shard-fetch throughput and RPC
+/// round-trip with the block it measured them (`declareNetwork`), within
+/// `MAX_NETWORK_DECLARE_DELAY` blocks of that block. The registry also keeps the block of
+/// the identity's last recorded timeout; WorkerPool counts figures for a job with network
+/// terms only when they were measured within its liveness window and, after a timeout, no
+/// earlier than one liveness window after it (see IWorkerPool).
 interface IIdentityRegistry {
     /// @notice What a worker declares it can do. `deviceClass` is the market's device code
     /// (compared numerically against a job's requirement), `memoryMiB` the device memory,
@@ -41,6 +53,15 @@ interface IIdentityRegistry {
         uint64 throughput;
         uint16 region;
         uint8 maxConcurrent;
+    }
+
+    /// @notice Network figures an identity measured and declared: `fetchKiBps` its shard-fetch
+    /// throughput from IPFS in KiB/s (≤ MAX_FETCH_KIBPS), `rpcRttMs` its JSON-RPC round-trip
+    /// in ms (≤ MAX_RPC_RTT_MS), `measuredAt` the block they were measured (0: never declared).
+    struct NetworkFigures {
+        uint32 fetchKiBps;
+        uint32 rpcRttMs;
+        uint64 measuredAt;
     }
 
     /// @notice Counters written by the market. `amountSlashed` is in token units,
@@ -82,6 +103,12 @@ interface IIdentityRegistry {
     error IdentityInvalidProfileCid(uint256 length);
     /// @notice The profile hash is zero (a reader could not check the profile it fetched).
     error IdentityZeroProfileHash();
+    /// @notice A declared network figure is above its bound (`fetchKiBps > MAX_FETCH_KIBPS`
+    /// or `rpcRttMs > MAX_RPC_RTT_MS`).
+    error IdentityNetworkOutOfRange(uint32 fetchKiBps, uint32 rpcRttMs);
+    /// @notice The declared measurement block is 0, in the future, or more than
+    /// `MAX_NETWORK_DECLARE_DELAY` blocks before `currentBlock`.
+    error IdentityNetworkMeasuredAtInvalid(uint64 measuredAt, uint64 currentBlock);
 
     /// @notice `account` registered an identity; its reputation starts at 5_000 and its
     /// registration and last-seen block are this block.
@@ -94,6 +121,9 @@ interface IIdentityRegistry {
     event RolesChanged(address indexed account, uint8 oldRoles, uint8 newRoles);
     /// @notice `account` proved liveness; `lastSeenBlock` is now `atBlock`.
     event HeartbeatRecorded(address indexed account, uint64 atBlock);
+    /// @notice `account` declared network figures measured at block `measuredAt`; its
+    /// `lastSeenBlock` is now this block.
+    event NetworkDeclared(address indexed account, uint32 fetchKiBps, uint32 rpcRttMs, uint64 measuredAt);
     /// @notice `account`'s reputation moved from `oldReputation` to `newReputation`
     /// (emitted on every record, also when the value did not change, e.g. at a bound).
     event ReputationChanged(address indexed account, uint32 oldReputation, uint32 newReputation);
@@ -101,7 +131,8 @@ interface IIdentityRegistry {
     event TaskCompletionRecorded(address indexed account, uint128 compute, uint64 tasksDone);
     /// @notice The market recorded a failed task; `tasksFailed` is the new total.
     event TaskFailureRecorded(address indexed account, uint64 tasksFailed);
-    /// @notice The market recorded a timeout; `tasksTimedOut` is the new total.
+    /// @notice The market recorded a timeout; `tasksTimedOut` is the new total (and this
+    /// block is the account's `lastTimeoutBlock`).
     event TimeoutRecorded(address indexed account, uint64 tasksTimedOut);
     /// @notice The market recorded a dispute outcome for `account`.
     event DisputeRecorded(address indexed account, bool won, uint128 amountSlashed);
@@ -123,6 +154,16 @@ interface IIdentityRegistry {
 
     /// @notice Record that the caller is alive: `lastSeenBlock` becomes this block.
     function heartbeat() external;
+
+    /// @notice Replace the caller's network figures with `figures`, measured at block
+    /// `figures.measuredAt`. Also counts as a heartbeat. Reverts `IdentityNotRegistered`,
+    /// `IdentityNetworkOutOfRange`, and `IdentityNetworkMeasuredAtInvalid` when `measuredAt`
+    /// is 0, after this block or more than `MAX_NETWORK_DECLARE_DELAY` blocks before it.
+    function declareNetwork(NetworkFigures calldata figures) external;
+
+    /// @notice `account`'s declared network figures (all zero if never declared) and the
+    /// block of its last recorded timeout (0: none).
+    function networkOf(address account) external view returns (NetworkFigures memory figures, uint64 lastTimeoutBlock);
 
     /// @notice The full identity of `account` (all zero with `registered == false` if none).
     function identityOf(address account) external view returns (Identity memory);
@@ -167,7 +208,9 @@ interface IIdentityRegistry {
     function recordTaskFailed(address account) external;
 
     /// @notice RECORDER_ROLE only: `account` let a deadline pass (offer, run or audit).
-    /// tasksTimedOut += 1, rep -= rep / 10.
+    /// tasksTimedOut += 1, rep -= rep / 10, lastTimeoutBlock = this block (its network
+    /// figures stop counting for the pool until it declares figures measured a liveness
+    /// window later).
     function recordTimeout(address account) external;
 
     /// @notice RECORDER_ROLE only: `account` won or lost a dispute and lost
@@ -187,4 +230,7 @@ interface IIdentityRegistry {
 
     /// @notice Longest accepted profile CID, in bytes.
     function MAX_PROFILE_CID_BYTES() external view returns (uint256);
+
+    /// @notice Most blocks between a network measurement and its declaration (256).
+    function MAX_NETWORK_DECLARE_DELAY() external view returns (uint64);
 }

@@ -61,6 +61,9 @@ interface IJobMarket {
     /// one checkpoint hash. `computePerTask` is the
     /// manifest-defined compute unit credited to the worker's history per finished task
     /// (for example samples × local epochs of one shard). `preferredRegion` 0 = none.
+    /// `minFetchKiBps` and `maxRpcRttMs` are network terms on the worker drawn for a task
+    /// (0 = none; see IWorkerPool: declared figures, fresh, not cooling down after a timeout);
+    /// an auditor is drawn without them, so a job's network terms never thin its audits.
     struct JobParams {
         string manifestCid;
         bytes32 manifestHash;
@@ -82,6 +85,8 @@ interface IJobMarket {
         uint64 computePerTask;
         uint64 expiryBlock;
         uint16 checkpointLeaves;
+        uint32 minFetchKiBps;
+        uint32 maxRpcRttMs;
     }
 
     /// @notice A job as stored. `escrow` is what the job still holds here, `surplus` the
@@ -117,6 +122,8 @@ interface IJobMarket {
         bytes32 manifestHash;
         bytes32 checkpointHash;
         string checkpointCid;
+        uint32 minFetchKiBps;
+        uint32 maxRpcRttMs;
     }
 
     /// @notice A task as stored. `deadline` is the block the current phase ends (accept,
@@ -196,6 +203,9 @@ interface IJobMarket {
     error JobInvalidExpiry(uint64 expiryBlock);
     /// @notice The audit rate is above 10_000 bps.
     error JobInvalidAuditRate(uint16 auditRateBps);
+    /// @notice A network term is above the bound of what a worker can declare
+    /// (`minFetchKiBps > MAX_FETCH_KIBPS` or `maxRpcRttMs > MAX_RPC_RTT_MS`).
+    error JobInvalidNetworkTerms(uint32 minFetchKiBps, uint32 maxRpcRttMs);
     /// @notice The escrow pulled differs from what the job needs (fee-on-transfer token).
     error JobEscrowMismatch(uint256 expected, uint256 received);
     /// @notice The job's expiry block has passed: call `expireJob`.
@@ -335,7 +345,7 @@ interface IJobMarket {
 
     /// @notice Create a job and pull its escrow with `transferFrom` (approve first).
     /// Reverts `JobSubmitterNotRegistered`, `JobInvalidShape`, `JobInvalidWindows`,
-    /// `JobInvalidExpiry`, `JobInvalidAuditRate`, `JobEscrowMismatch`.
+    /// `JobInvalidExpiry`, `JobInvalidAuditRate`, `JobInvalidNetworkTerms`, `JobEscrowMismatch`.
     function createJob(JobParams calldata params) external returns (uint256 jobId);
 
     /// @notice `createJob` with an EIP-2612 permit for the escrow (a failed permit falls back

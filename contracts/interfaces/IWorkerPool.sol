@@ -15,8 +15,14 @@ import {IStakeListener} from "./IStakeManager.sol";
 /// A draw (`assign`, market only) is rejection sampling: up to `MAX_DRAW_ATTEMPTS`
 /// candidates are drawn from the tree, each with a fresh random derived from the caller's
 /// seed, and the first one that is eligible for the job *right now* (role, device class ≥,
-/// memory ≥, free stake ≥ collateral, heartbeat within the liveness window, under
-/// `maxConcurrent`, not the excluded account) is taken. A candidate whose tree weight is
+/// memory ≥, network figures meeting the job's terms, free stake ≥ collateral, heartbeat
+/// within the liveness window, under `maxConcurrent`, not the excluded account) is taken.
+/// Network terms (`minFetchKiBps`, `maxRpcRttMs`; 0 = none): when either is set, a candidate
+/// counts only with figures declared in the registry that were measured within the liveness
+/// window (not older than `livenessWindow` blocks) and, if it ever timed out, measured at
+/// least `livenessWindow` blocks after its last timeout (the cool-down); then fetch ≥ the
+/// minimum and round-trip ≤ the maximum. A member that never declared figures never meets
+/// network terms. A candidate whose tree weight is
 /// above its weight now (a lock since its last refresh) is kept only with probability
 /// now / tree, so every draw follows the stake free to lose at that moment. Region boost: a
 /// candidate outside the job's preferred region (0 = no preference) is taken at once only
@@ -32,12 +38,16 @@ interface IWorkerPool is IStakeListener {
     /// @param preferredRegion region code to boost (0 = none)
     /// @param collateral stake that must be free and is locked on assignment
     /// @param exclude an account that may not be drawn (the task's worker for an audit)
+    /// @param minFetchKiBps least declared shard-fetch throughput, KiB/s (0 = none)
+    /// @param maxRpcRttMs most declared RPC round-trip, ms (0 = none)
     struct Requirements {
         uint8 deviceClass;
         uint32 memoryMiB;
         uint16 preferredRegion;
         uint256 collateral;
         address exclude;
+        uint32 minFetchKiBps;
+        uint32 maxRpcRttMs;
     }
 
     /// @notice A pool member. `active` counts tasks it is assigned to (offered, running or

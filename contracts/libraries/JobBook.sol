@@ -2,7 +2,7 @@
 pragma solidity ^0.8.28;
 
 import {IJobMarket} from "../interfaces/IJobMarket.sol";
-import {IIdentityRegistry, ROLE_SUBMITTER} from "../interfaces/IIdentityRegistry.sol";
+import {IIdentityRegistry, ROLE_SUBMITTER, MAX_FETCH_KIBPS, MAX_RPC_RTT_MS} from "../interfaces/IIdentityRegistry.sol";
 import {TaskIds} from "./TaskIds.sol";
 import {Escrow} from "./Escrow.sol";
 import {MarketStore, MarketDeps, JobRecord, TaskFlow} from "./TaskFlow.sol";
@@ -52,6 +52,9 @@ library JobBook {
         if (p.expiryBlock <= block.number) revert IJobMarket.JobInvalidExpiry(p.expiryBlock);
         if (p.auditRateBps > Escrow.BPS) revert IJobMarket.JobInvalidAuditRate(p.auditRateBps);
         if (p.checkpointLeaves == 0) revert IJobMarket.JobInvalidCheckpointLeaves(p.checkpointLeaves);
+        if (p.minFetchKiBps > MAX_FETCH_KIBPS || p.maxRpcRttMs > MAX_RPC_RTT_MS) {
+            revert IJobMarket.JobInvalidNetworkTerms(p.minFetchKiBps, p.maxRpcRttMs);
+        }
         escrow = Escrow.jobEscrow(p.shards, p.rounds, p.rewardPerTask, p.auditFee);
         // INVARIANT: escrow fits the packed uint128 (checked, not truncated).
         if (escrow > type(uint128).max) revert IJobMarket.JobEscrowTooLarge(escrow);
@@ -80,6 +83,7 @@ library JobBook {
         j.manifestHash = p.manifestHash;
         j.checkpointHash = p.initialCheckpointHash;
         if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
+        if ((p.minFetchKiBps | p.maxRpcRttMs) != 0) (j.minFetchKiBps, j.maxRpcRttMs) = (p.minFetchKiBps, p.maxRpcRttMs);
         s.totalEscrow += uint128(escrow);
         s.jobsBySubmitter[msg.sender].push(jobId);
         emit IJobMarket.JobCreated(
@@ -117,6 +121,8 @@ library JobBook {
         job.manifestHash = j.manifestHash;
         job.checkpointHash = j.checkpointHash;
         job.checkpointCid = j.checkpointCid;
+        job.minFetchKiBps = j.minFetchKiBps;
+        job.maxRpcRttMs = j.maxRpcRttMs;
     }
 
     /// @notice See IJobMarket.drawTasks.

@@ -14,7 +14,8 @@ import {Escrow} from "./Escrow.sol";
 /// slot 0, read by every task move (draw, accept, commit, reveal, finalize): status, shape,
 /// windows, audit rate and the draw's requirements; slot 1, read and written by a draw and a
 /// finalize: the round counters, the offer nonce and the collateral; slot 2, read by a draw
-/// (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize.
+/// (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize; slot 8, read
+/// by a draw: the network terms.
 struct JobRecord {
     // slot 0
     IJobMarket.JobStatus status;
@@ -51,6 +52,9 @@ struct JobRecord {
     bytes32 manifestHash;
     bytes32 checkpointHash;
     string checkpointCid;
+    // slot 8, read by every offer (one more cold read): the network terms, zero = none
+    uint32 minFetchKiBps;
+    uint32 maxRpcRttMs;
 }
 
 /// @notice Everything JobMarket stores, in one struct so that its libraries can be handed the
@@ -118,7 +122,9 @@ library TaskFlow {
     {
         address worker = d.pool.assign(
             offerSeed(j, id),
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude),
+            IWorkerPool.Requirements(
+                j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
+            ),
             false
         );
         if (worker == address(0)) return false;

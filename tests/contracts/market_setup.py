@@ -69,6 +69,8 @@ def job_params(**overrides):
         computePerTask=100,
         expiryBlock=chain.height + 10_000,
         checkpointLeaves=7,
+        minFetchKiBps=0,
+        maxRpcRttMs=0,
     )
     p.update(overrides)
     return tuple(p.values())

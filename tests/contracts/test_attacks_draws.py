@@ -122,7 +122,7 @@ def test_refereeSeatBuying_committeeIsTheSameWheneverItIsDrawn(game, pool, job_m
         random = web3.keccak(encode(["bytes32", "bytes32"], [bytes(web3.eth.get_block(ticket)["hash"]),
                                                              gid.to_bytes(32, "big")]))
         seed = web3.keccak(encode(["bytes32", "uint8"], [random, 1]))
-        return tuple(pool.drawCommittee(seed, COMMITTEE, (0, 0, 0, REFEREE_STAKE, str(w1)), challenger))
+        return tuple(pool.drawCommittee(seed, COMMITTEE, (0, 0, 0, REFEREE_STAKE, str(w1), 0, 0), challenger))
 
     seen = set()
     for wait in (0, 1, 7, 60, 120):  # a seat buyer waits for the block that suits it
@@ -144,7 +144,7 @@ def test_staleWeights_drawFollowsStakeFreeToLose_notTheTreeWeight(pool, job_mark
     pool.joinPool({"from": w2})
     assert stake_manager.freeStake(w1) == 20 * E and stake_manager.freeStake(w2) == 1_000 * E
     assert pool.weightOf(w1, False) == pool.weightOf(w2, False)  # the tree still says 50 / 50
-    req = (1, 16_000, 0, 20 * E, "0x" + "00" * 20)
+    req = (1, 16_000, 0, 20 * E, "0x" + "00" * 20, 0, 0)
     free_w2 = stake_manager.freeStake(w2)
     drawn = [pool.sample(web3.keccak(i.to_bytes(32, "big")), req, False) for i in range(400)]
     share = drawn.count(w1) / len(drawn)
@@ -164,7 +164,7 @@ def test_committee_isDrawnWithoutReplacement_everyEligibleVerifierSeated(pool, s
     verifiers (and seat one referee instead of three). Drawn without replacement, every
     eligible verifier is seated whenever there are at most `size` of them, for every seed."""
     verifiers = [v1] + referees  # six eligible verifiers
-    req = (0, 0, 0, 50 * E, "0x" + "00" * 20)
+    req = (0, 0, 0, 50 * E, "0x" + "00" * 20, 0, 0)
     for seed in range(60):
         seated = pool.drawCommittee(web3.keccak(seed.to_bytes(32, "big")), 6, req, challenger)
         assert sorted(map(str, seated)) == sorted(map(str, verifiers))
@@ -194,7 +194,7 @@ def test_committee_aPenalisedRefereeKeepsItsSeat_itsWeightRefreshedAfterItsRecor
     tx = game.resolve(gid, {"from": submitter})
     assert [e["referee"] for e in tx.events["RefereePenalized"]] == [liar]
     assert pool.weightOf(liar, True) <= stake_manager.freeStake(liar) * registry.reputationOf(liar)
-    req = (0, 0, 0, 50 * E, w1.address)
+    req = (0, 0, 0, 50 * E, w1.address, 0, 0)
     for seed in range(60):
         committee = pool.drawCommittee(web3.keccak(seed.to_bytes(32, "big")), 3, req, challenger)
         assert sorted(map(str, committee)) == sorted(map(str, three)), seed

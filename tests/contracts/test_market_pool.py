@@ -55,12 +55,12 @@ def test_workerAtConcurrencyLimit_leavesTreeUntilTaskEnds(job_market, pool, subm
 
 
 def test_draw_checksDeviceMemoryAndCollateral(job_market, pool, submitter, w1, market_isolation):
-    req_ok = (1, 16_000, 0, 20 * E, "0x" + "00" * 20)
+    req_ok = (1, 16_000, 0, 20 * E, "0x" + "00" * 20, 0, 0)
     assert pool.isEligible(w1, req_ok, False)
-    assert not pool.isEligible(w1, (2, 16_000, 0, 0, "0x" + "00" * 20), False)
-    assert not pool.isEligible(w1, (1, 32_000, 0, 0, "0x" + "00" * 20), False)
-    assert not pool.isEligible(w1, (1, 16_000, 0, 2 * STAKE_AMOUNT, "0x" + "00" * 20), False)
-    assert not pool.isEligible(w1, (1, 16_000, 0, 0, w1.address), False)
+    assert not pool.isEligible(w1, (2, 16_000, 0, 0, "0x" + "00" * 20, 0, 0), False)
+    assert not pool.isEligible(w1, (1, 32_000, 0, 0, "0x" + "00" * 20, 0, 0), False)
+    assert not pool.isEligible(w1, (1, 16_000, 0, 2 * STAKE_AMOUNT, "0x" + "00" * 20, 0, 0), False)
+    assert not pool.isEligible(w1, (1, 16_000, 0, 0, w1.address, 0, 0), False)
     job_id, _ = new_job(job_market, submitter, memoryMiB=32_000)
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_id << 64}"):
         job_market.drawTask(job_id, {"from": w1})
@@ -76,7 +76,7 @@ def test_regionBoost_prefersWorkersInPreferredRegion(job_market, pool, registry,
     # Enumerated seeds, not live randomness: the outcome is fixed. Equal weights: without a
     # boost near gets ~50 %; with boost 4 a far candidate is kept only 1 time in 4 (else the
     # next sample is tried), so near gets ~80 % of the draws.
-    req = (1, 16_000, 3, 10 * E, "0x" + "00" * 20)
+    req = (1, 16_000, 3, 10 * E, "0x" + "00" * 20, 0, 0)
     drawn = [pool.sample(web3.keccak(i.to_bytes(32, "big")), req, False) for i in range(200)]
     assert set(drawn) == {near, far}
     assert 0.7 <= drawn.count(near) / len(drawn) <= 0.9
@@ -100,7 +100,7 @@ def test_assignAndRelease_onlyMarketRole(pool, deployer, w1, market_isolation):
 def test_releaseMany_releasesCountSlotsOnce_andRefusesMoreThanActive(pool, stake_manager, deployer, w1, market_isolation):
     role = pool.MARKET_ROLE()
     pool.grantRole(role, deployer, {"from": deployer})
-    req = (1, 16_000, 0, 20 * E, ZERO_ADDRESS)
+    req = (1, 16_000, 0, 20 * E, ZERO_ADDRESS, 0, 0)
     for i in range(2):
         assert pool.assign(web3.keccak(i.to_bytes(32, "big")), req, False, {"from": deployer}).return_value == w1
     assert pool.memberOf(w1)[1] == 2 and stake_manager.stakeOf(w1)[1] == 40 * E

@@ -35,7 +35,7 @@ contract MarketInvariants is MarketModel {
         handler.init();
 
         targetContract(address(handler));
-        bytes4[] memory s = new bytes4[](51);
+        bytes4[] memory s = new bytes4[](52);
         // the clock (weighted: phases need blocks to pass) and keepers
         s[0] = MarketHandler.roll.selector;
         s[1] = MarketHandler.roll.selector;
@@ -59,7 +59,7 @@ contract MarketInvariants is MarketModel {
         s[17] = TaskActions.expireJob.selector;
         s[18] = TaskActions.refundSurplus.selector;
         s[19] = TaskActions.drawTask.selector;
-        s[20] = TaskActions.drawTask.selector;
+        s[20] = TaskActions.drawTasks.selector;
         s[21] = TaskActions.progressTask.selector;
         s[22] = TaskActions.progressTask.selector;
         s[23] = TaskActions.progressTask.selector;
@@ -91,6 +91,7 @@ contract MarketInvariants is MarketModel {
         s[48] = GameActions.resolve.selector;
         s[49] = GameActions.gameTimeout.selector;
         s[50] = MarketHandler.setRoles.selector;
+        s[51] = MarketHandler.declareNetwork.selector;
         targetSelector(FuzzSelector({addr: address(handler), selectors: s}));
     }
 

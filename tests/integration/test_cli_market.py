@@ -227,11 +227,22 @@ def test_job_submit_no_approve_without_allowance_sends_nothing(net):
     (["--limbs", "4"], "Invalid value for '--limbs': 4 is not in the range 2<=x<=3."),
     (["--dataset", "data.csv"], "Invalid value for '--dataset': expected 'digits' or a .npz file, got 'data.csv'"),
     (["--dataset", "missing.npz"], "Invalid value for '--dataset': no such file: missing.npz"),
+    (["--min-fetch-kibps", "-1"], "Invalid value for '--min-fetch-kibps': -1 is not in the range 0<=x<=16777216."),
+    (["--min-fetch-kibps", "16777217"],
+     "Invalid value for '--min-fetch-kibps': 16777217 is not in the range 0<=x<=16777216."),
+    (["--max-rtt-ms", "60001"], "Invalid value for '--max-rtt-ms': 60001 is not in the range 0<=x<=60000."),
 ])
 def test_job_submit_bad_flags_are_usage_errors(net, args, message):
     before = net.nonce(6)
     usage_error(net.cli("job", "submit", "--account", 6, *args), message)
     assert net.nonce(6) == before
+
+
+def test_job_submit_network_terms_reach_the_chain(net):
+    job_id = net.json("job", "submit", "--account", 7, "--shards", 1, "--rounds", 1, "--steps", 10,
+                      "--checkpoint-interval", 10, "--hidden", 8, "--min-fetch-kibps", 4096, "--max-rtt-ms", 250)["job_id"]
+    status = net.json("job", "status", job_id)
+    assert (status["min_fetch_kibps"], status["max_rpc_rtt_ms"]) == (4096, 250)
 
 
 def test_job_submit_checks_the_training_shape_before_any_node(net):

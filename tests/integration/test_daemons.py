@@ -20,6 +20,7 @@ from truetrain.hardware import detect
 from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, TaskStatus, TaskView, encode_task_id
 from truetrain.market.jobs import JobTerms
+from truetrain.market.views import JobView
 from truetrain.training import aggregate, evaluate, run_task
 
 # Honest daemons must never time out here, so the windows that only a failure waits out are
@@ -65,7 +66,7 @@ def test_job_through_daemons_finalizes_every_task_and_pays_by_the_escrow_formula
     audited = [f for f in finalized if f["auditFee"]]
     refunded = sum(e["args"]["amount"] for e in net.events("Refunded", jobId=job_id))
     assert refunded == (12 - len(audited)) * 2 * TOKEN
-    assert market.functions.jobOf(job_id).call()[-5] == 0  # escrow field: nothing left
+    assert JobView.read(market, job_id).escrow == 0  # nothing left
     assert market.functions.totalEscrow().call() == 0
     earned = Counter()
     for f in finalized:
@@ -107,8 +108,7 @@ def test_distributed_job_equals_local_training_bit_for_bit(finished_job):
     for r in range(manifest.rounds):
         results = [run_task(manifest, shards[i], start, i, r) for i in range(len(shards))]
         start = aggregate(manifest, r, results).to_bytes()
-    job = net.contracts.market.functions.jobOf(job_id).call()
-    assert keccak256(start) == bytes(job[-2])  # checkpointHash
+    assert keccak256(start) == JobView.read(net.contracts.market, job_id).checkpoint_hash
 
 
 def _lm_manifest(store):
@@ -144,8 +144,7 @@ def test_distributed_lm_job_equals_local_training_bit_for_bit(finished_lm_job):
     for r in range(manifest.rounds):
         results = [run_task(manifest, shards[i], start, i, r) for i in range(len(shards))]
         start = aggregate(manifest, r, results, start).to_bytes()
-    job = net.contracts.market.functions.jobOf(job_id).call()
-    assert keccak256(start) == bytes(job[-2])  # checkpointHash
+    assert keccak256(start) == JobView.read(net.contracts.market, job_id).checkpoint_hash
     assert heldout_metrics(manifest, start, held)["bits_per_byte"] < 7.0  # learned something in 20 steps
 
 

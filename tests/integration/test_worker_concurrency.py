@@ -46,3 +46,8 @@ def test_both_shards_train_at_once_on_one_worker_and_are_paid(two_at_once):
     (start_a, end_a), (start_b, _) = trained
     assert start_b < end_a  # the second began before the first ended: side by side
     assert all(line.get("device") == "cpu" for line in lines if line["msg"] == "trained task")
+    # At start the worker measured its network figures and declared them in its identity.
+    declared = [line for line in lines if line["msg"] == "declared network figures"]
+    assert declared and declared[0]["reason"] == "first"
+    figures, _ = net.contracts.registry.functions.networkOf(address).call()
+    assert figures[0] > 0 and figures[1] >= 1 and figures[2] >= declared[0]["measured_at"]

@@ -28,6 +28,7 @@ from truetrain.daemon.faults import Faults
 from truetrain.daemon.keeper import Keeper
 from truetrain.daemon.lane import Lane, Pending
 from truetrain.daemon.metrics import Metrics
+from truetrain.daemon.network import NetworkDeclarer
 from truetrain.daemon.schedule import work_book
 from truetrain.daemon.settings import DaemonSettings
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
@@ -36,6 +37,7 @@ from truetrain.hardware import detect
 from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
 from truetrain.market import MarketReader, ResultBundle, TaskStatus
+from truetrain.network import FetchMeter
 from truetrain.storage import StorageClient, StorageSettings
 
 log = logging.getLogger("truetrain.daemon")
@@ -76,6 +78,9 @@ class Daemon:
     #: a whole task's data): worked one entry at a time, with the urgent kinds stepped again
     #: after each.
     slow_kinds: frozenset[str] = frozenset()
+    #: Whether the daemon measures and declares its network figures (truetrain.daemon.network):
+    #: a worker does, since jobs may set network terms on the workers drawn for them.
+    declares_network = False
 
     def __init__(self, settings: DaemonSettings):
         self.settings = settings
@@ -92,6 +97,7 @@ class Daemon:
         self.lane = Lane(f"{self.role}-lane", threads=self.lane_threads())
         self.ticks = 0
         self.block = 0
+        self.declarer: NetworkDeclarer | None = None
 
     def lane_threads(self) -> int:
         """How many computations run at once: one (a worker runs its declared capacity)."""
@@ -106,7 +112,9 @@ class Daemon:
         self.market = self.contracts.market
         self.store = StorageClient(StorageSettings(api_addr=self.settings.ipfs_api))
         self.store.id()  # fail now, in one line, if no IPFS node answers
-        self.reader = MarketReader(self.contracts, self.store)
+        #: Times the reader's verified fetches (shards, checkpoints): the declared throughput.
+        self.meter = FetchMeter(self.store)
+        self.reader = MarketReader(self.contracts, self.meter)
         self.game = self.contracts.game
         self.disputes = GameDriver(self.game, client.w3, self.address, self.send)
 
@@ -170,6 +178,14 @@ class Daemon:
         last = self.contracts.registry.functions.lastSeenBlock(self.address).call()
         if self.block - last >= self.settings.heartbeat_blocks:
             self.send("heartbeat", self.contracts.registry.functions.heartbeat())
+
+    def start_declaring_network(self) -> None:
+        """Measure and declare the network figures now, then every ``network_check_blocks``."""
+        window = self.contracts.pool.functions.livenessWindow().call()
+        self.declarer = NetworkDeclarer(self.contracts.registry, self.client.w3, self.store, self.address, self.send,
+                                        window_blocks=max(2, window), check_blocks=self.settings.network_check_blocks,
+                                        meter=self.meter)
+        self.guarded("network figures", self.declarer.tick, self.client.w3.eth.block_number)
 
     def withdraw_if_credited(self) -> None:
         credits = self.market.functions.credits(self.address).call()
@@ -264,6 +280,8 @@ class Daemon:
             return
         if self.keeper is not None:
             self.guarded("keeper", self.keeper.tick)
+        if self.declarer is not None:  # a declaration counts as a heartbeat: first
+            self.guarded("network figures", self.declarer.tick, self.block)
         self.guarded("heartbeat", self.heartbeat_if_due)
         if self.ticks % 4 == 1:
             self.guarded("withdraw", self.withdraw_if_credited)
@@ -292,6 +310,8 @@ class Daemon:
             log.warning("the chain or market changed since the book was written: starting a fresh book")
         self.ensure_identity()
         self.ensure_stake()
+        if self.declares_network:
+            self.start_declaring_network()
         self.follower = EventFollower(
             self.client, [Subscription("market", self.market, MARKET_EVENTS),
                           Subscription("game", self.game, GAME_EVENTS)], self._dispatch,

@@ -11,7 +11,8 @@ from truetrain.daemon.logs import setup_logging
 from truetrain.daemon.settings import DEVICES, GEMM_ROUTES, load_settings
 
 
-def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_default: bool = False) -> click.Command:
+def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_default: bool = False,
+                   network: bool = False) -> click.Command:
     """A click ``run`` command that builds ``factory(settings)`` and runs it until SIGTERM."""
 
     def run(config, max_ticks, **flags):
@@ -67,6 +68,12 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
     if sample_rate:
         options.append(click.option("--sample-rate", type=click.FloatRange(0, 1),
                                     help="Share of other finished tasks to replay [default: 0]."))
+    if network:
+        options.append(click.option(
+            "--network-check-blocks", type=click.IntRange(1),
+            help="Re-measure RPC round-trip and fetch throughput every this many blocks; declare them on chain "
+                 "when none are declared, the declared ones are half a liveness window old or off by more "
+                 "than 1.5x, or a timeout's cool-down is over [default: 100]."))
     for option in reversed(options):
         run = option(run)
     return click.command("run", help=f"Run the {role} daemon until SIGTERM (settings: flags > TRUETRAIN_* env > --config file).")(run)

@@ -34,6 +34,8 @@ class DaemonSettings:
     ``key``, ``keystore`` or ``account_index`` (a devnet account) names the signing key.
     ``stake_wei`` is the active stake the daemon tops up to at start (0: stake nothing).
     ``heartbeat_blocks``: a heartbeat is sent when the last one is this many blocks old.
+    ``network_check_blocks``: a worker re-measures its network figures (RPC round-trip,
+    fetch throughput) this often and declares them when due (truetrain.daemon.network).
     ``keeper``: also do the permissionless upkeep (draw tasks, time out late ones, finalize).
     ``sample_rate``: share of other workers' finished tasks a verifier replays.
     ``memory_mib``: declare at most this much memory (0: what the device has); a worker
@@ -57,6 +59,7 @@ class DaemonSettings:
     confirmations: int = 0
     stake_wei: int = 0
     heartbeat_blocks: int = 100
+    network_check_blocks: int = 100
     keeper: bool = False
     sample_rate: float = 0.0
     region: int = 0
@@ -83,6 +86,7 @@ class DaemonSettings:
         if not (isinstance(self.sample_rate, (int, float)) and 0 <= self.sample_rate <= 1):
             raise ConfigError(f"sample_rate must be in [0, 1], got {self.sample_rate!r}")
         for name, low, high in (("metrics_port", 0, 65535), ("confirmations", 0, 64), ("heartbeat_blocks", 1, 10**9),
+                                ("network_check_blocks", 1, 10**9),
                                 ("stake_wei", 0, 2**128 - 1), ("region", 0, 65535), ("max_concurrent", 1, 255),
                                 ("memory_mib", 0, 2**31 - 1), ("account_index", 0, 19)):
             value = getattr(self, name)

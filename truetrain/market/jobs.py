@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from web3.logs import DISCARD
 
+from truetrain.errors import ConfigError
+from truetrain.network import MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
 from truetrain.training import Manifest
 
 
@@ -27,6 +29,17 @@ class JobTerms:
     preferred_region: int = 0
     audit_rate_bps: int = 5_000
     expiry_blocks: int = 100_000
+    #: Network terms on the worker drawn for each task (0 = none): its declared shard-fetch
+    #: throughput at least this many KiB/s, its RPC round-trip at most this many ms, both
+    #: measured within the pool's liveness window (truetrain.network).
+    min_fetch_kibps: int = 0
+    max_rpc_rtt_ms: int = 0
+
+    def __post_init__(self) -> None:
+        for name, high in (("min_fetch_kibps", MAX_FETCH_KIBPS), ("max_rpc_rtt_ms", MAX_RPC_RTT_MS)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+                raise ConfigError(f"{name} must be an integer in [0, {high:,}], got {value!r}")
 
     def escrow(self, shards: int, rounds: int) -> int:
         """(shards + 1) × rounds × (reward + audit fee): every task, aggregation ones included."""
@@ -40,7 +53,7 @@ class JobTerms:
                 self.accept_window, self.compute_window, self.reveal_window, self.challenge_window,
                 self.device_class, self.memory_mib, self.preferred_region, self.audit_rate_bps,
                 manifest.steps_per_task * manifest.batch_size, block + self.expiry_blocks,
-                manifest.checkpoint_leaves)
+                manifest.checkpoint_leaves, self.min_fetch_kibps, self.max_rpc_rtt_ms)
 
 
 #: The submitter CLI's default terms. The collateral is 4 × the reward: with half the tasks

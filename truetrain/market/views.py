@@ -44,6 +44,9 @@ class JobView:
     checkpoint_hash: bytes
     checkpoint_cid: str
     checkpoint_leaves: int
+    #: Network terms on its workers (0 = none).
+    min_fetch_kibps: int = 0
+    max_rpc_rtt_ms: int = 0
 
     @classmethod
     def read(cls, market, job_id: int) -> JobView:
@@ -54,7 +57,7 @@ class JobView:
                    raw["auditRateBps"], raw["deviceClass"], raw["memoryMiB"], raw["currentRound"],
                    raw["nextIndex"], raw["finalizedInRound"], raw["pendingCount"], raw["escrow"],
                    raw["surplus"], bytes(raw["manifestHash"]), bytes(raw["checkpointHash"]),
-                   raw["checkpointCid"], raw["checkpointLeaves"])
+                   raw["checkpointCid"], raw["checkpointLeaves"], raw["minFetchKiBps"], raw["maxRpcRttMs"])
 
     @property
     def exists(self) -> bool:

@@ -10,7 +10,7 @@ import {WorkerPool} from "contracts/WorkerPool.sol";
 import {JobMarket} from "contracts/JobMarket.sol";
 import {DisputeGame} from "contracts/DisputeGame.sol";
 import {IStakeManager} from "contracts/interfaces/IStakeManager.sol";
-import {ROLE_WORKER, ROLE_VERIFIER} from "contracts/interfaces/IIdentityRegistry.sol";
+import {IIdentityRegistry, ROLE_WORKER, ROLE_VERIFIER} from "contracts/interfaces/IIdentityRegistry.sol";
 
 /// @title MarketHandler: the one contract forge's invariant fuzzer calls for the market suite
 /// @notice The clock, staking, identities, pool membership, withdrawals and donations; the job,
@@ -62,6 +62,21 @@ contract MarketHandler is GameActions {
         if (registry.lastSeenBlock(who) + pool.livenessWindow() < block.number) mayLag[who] = true;
         vm.prank(who);
         registry.heartbeat();
+    }
+
+    /// A registered member declares network figures (a heartbeat too): 0.5-4 MiB/s fetch,
+    /// 20-420 ms round-trip, measured this block or up to 255 blocks back. Jobs with network
+    /// terms (one in four, TaskActions._jobParams) draw only members whose figures meet them.
+    function declareNetwork(uint256 seed, uint256 figures) external step {
+        seed = _oneIn4(seed);
+        address who = _pickActor(seed, _registeredMember);
+        if (registry.lastSeenBlock(who) + pool.livenessWindow() < block.number) mayLag[who] = true; // as heartbeat
+        uint256 back = (figures >> 64) % 256;
+        uint64 at = uint64(block.number > back ? block.number - back : block.number);
+        vm.prank(who);
+        registry.declareNetwork(
+            IIdentityRegistry.NetworkFigures(uint32(512 + figures % 3_584), uint32(20 + (figures >> 32) % 400), at)
+        );
     }
 
     /// Anyone refreshes an actor's pool weights: afterwards they are exactly the model's.

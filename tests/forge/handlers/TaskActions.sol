@@ -64,6 +64,21 @@ abstract contract TaskActions is MarketHandlerBase {
         }
     }
 
+    /// A keeper draws up to 1-4 tasks of a job in one call (the daemons' keeper path): what
+    /// it drew stays drawn when it stops early; nobody eligible for the first is discarded as
+    /// for drawTask.
+    function drawTasks(uint256 seed) external step {
+        (uint256 jobId,) = _pickJob(seed, _drawable);
+        vm.prank(KEEPER);
+        try market.drawTasks(jobId, 1 + (seed >> 128) % 4) returns (uint256 drawn) {
+            _check(drawn >= 1, "drawTasks: returned without drawing or reverting");
+        } catch (bytes memory reason) {
+            if (bytes4(reason) != IJobMarket.JobNoEligibleWorker.selector) _bubble(reason);
+            _countEnv("drawTasks found no eligible worker (discarded)");
+            _skip();
+        }
+    }
+
     function refundSurplus(uint256 seed) external step {
         (uint256 jobId,) = _pickJob(seed, _withSurplus);
         vm.prank(KEEPER);
@@ -257,6 +272,7 @@ abstract contract TaskActions is MarketHandlerBase {
         p.revealWindow = uint32(5 + (windows >> 16) % 26);
         p.challengeWindow = p.computeWindow + uint32((windows >> 24) % 31);
         p.expiryBlock = uint64(currentBlock + 100 + (windows >> 32) % 1_500);
+        if ((shape >> 40) % 4 == 0) (p.minFetchKiBps, p.maxRpcRttMs) = (1_024, 250);
     }
 
     function _auditSalt(uint256 id) internal pure returns (bytes32) {
@@ -304,7 +320,9 @@ abstract contract TaskActions is MarketHandlerBase {
             return false;
         }
         IWorkerPool.Requirements memory req =
-            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0));
+            IWorkerPool.Requirements(
+            j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0), j.minFetchKiBps, j.maxRpcRttMs
+        );
         uint256 eligible;
         for (uint256 i = 2; i < 10; ++i) {
             if (pool.isEligible(_actors[i], req, false)) eligible += 1;

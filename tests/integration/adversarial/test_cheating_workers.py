@@ -26,6 +26,7 @@ from truetrain.errors import TruetrainError
 from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, encode_task_id
 from truetrain.market.jobs import JobTerms
+from truetrain.market.views import JobView
 from truetrain.training import aggregate, run_task
 
 # The challenge window leaves the sampling verifier time to replay all five results one
@@ -98,7 +99,7 @@ def test_job_completes_with_the_honest_final_checkpoint(cheated_job):
         shards = [store.fetch(ref.cid, ref.hash, max_size=2**24) for ref in manifest.shards]
     results = [run_task(manifest, shards[i], None, i, 0) for i in range(SHARDS)]
     honest_final = aggregate(manifest, 0, results).to_bytes()
-    assert bytes(net.contracts.market.functions.jobOf(job_id).call()[-2]) == keccak256(honest_final)
+    assert JobView.read(net.contracts.market, job_id).checkpoint_hash == keccak256(honest_final)
     # every shard task was redone by the honest worker
     finalized = {e["args"]["taskId"]: e["args"]["worker"] for e in net.events("TaskFinalized")}
     assert all(finalized[encode_task_id(job_id, 0, i)] == address(HONEST) for i in range(SHARDS))

@@ -26,6 +26,7 @@ from truetrain.errors import ContractRevert
 from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, TaskStatus, TaskView, new_salt, result_commitment
 from truetrain.market.jobs import JobTerms
+from truetrain.market.views import JobView
 from truetrain.training import aggregate, run_task
 from truetrain.training.merkle import merkle_root
 
@@ -77,7 +78,7 @@ def test_false_challenger_loses_its_bond_and_the_honest_result_is_paid(false_cha
     with net.store(0) as store:
         shard = store.fetch(manifest.shards[0].cid, manifest.shards[0].hash, max_size=2**24)
     final = aggregate(manifest, 0, [run_task(manifest, shard, None, 0, 0)]).to_bytes()
-    assert bytes(net.contracts.market.functions.jobOf(job_id).call()[-2]) == keccak256(final)
+    assert JobView.read(net.contracts.market, job_id).checkpoint_hash == keccak256(final)
 
 
 def _cli(net, *args):
