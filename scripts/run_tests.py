@@ -1,4 +1,4 @@
-"""`make test`'s pytest part: the suite in parallel lanes, each its own pytest process.
+"""`make test`: the suite in parallel lanes, each its own pytest process, and the forge suites.
 
 The end-to-end tests spend most of their time waiting for blocks (the daemon devnets mine
 every 0.5 s and settle through challenge windows), so on a 2-core machine several of them
@@ -6,20 +6,22 @@ run side by side at little cost. brownie's plugin does not run under pytest-xdis
 each lane is a plain pytest process with its own test Anvil port (``TT_ANVIL_PORT``), its
 own temporary folder and its own JUnit report; every devnet and IPFS node inside a test
 already takes a free port of its own. The contracts are compiled once before the lanes
-start, so no two lanes write ``build/`` at once.
+start, so no two lanes write ``build/`` at once. ``forge test`` (with ``$FORGE_ARGS``) runs as
+one more lane.
 
 Each lane's output goes to ``<report dir>/lane-N.log``; when every lane has finished the
 failing lanes' logs are printed whole, then one line per lane and the ten slowest tests
 across all lanes (setup + call + teardown, from the JUnit reports). The exit status is
 pytest's worst.
 
-    python scripts/run_tests.py                 # the whole suite in lanes
-    python scripts/run_tests.py tests/contracts  # arguments given: one plain pytest run
+    python scripts/run_tests.py                 # the whole suite in lanes, forge included
+    python scripts/run_tests.py tests/contracts  # arguments given: one plain pytest run, no forge
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -36,14 +38,14 @@ TESTS = ROOT / "tests"
 LANES: list[list[str]] = [
     ["tests/integration/adversarial/test_cheating_workers.py", "tests/integration/test_daemon_faults.py",
      "tests/integration/test_cli_market.py"],
-    ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py"],
+    ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py", "tests/training/test_lm_ops.py"],
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
      "tests/integration/adversarial/test_false_challenge.py", "tests/integration/test_worker_concurrency.py",
      "tests/integration/test_data_plane.py"],
     ["tests/contracts/test_dispute_stateful.py", "tests/contracts/test_dispute_bisection.py",
      "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",
      "tests/contracts/test_dispute_libraries.py"],
-    ["tests/contracts", "tests/training/test_lm_ops.py"],
+    ["tests/contracts"],
 ]
 BASE_PORT = 18545
 
@@ -94,12 +96,18 @@ def main(argv: list[str]) -> int:
     out = Path(tempfile.mkdtemp(prefix="tt-lanes-"))
     started = time.monotonic()
     running = []
+    commands = []
     for n, paths in enumerate(lanes):
+        args = [*paths, "-q", f"--junitxml={out / f'lane-{n}.xml'}", f"--basetemp={out / f'tmp-{n}'}",
+                "-o", "junit_family=xunit1"]
+        commands.append((pytest + args, {"TT_ANVIL_PORT": str(BASE_PORT + n)}))
+    # The forge suites (their own EVM, no Anvil) are one more lane.
+    lanes.append(["forge test " + os.environ.get("FORGE_ARGS", "")])
+    commands.append((["forge", "test", *shlex.split(os.environ.get("FORGE_ARGS", ""))], {}))
+    for n, (command, extra_env) in enumerate(commands):
         log, report = out / f"lane-{n}.log", out / f"lane-{n}.xml"
-        env = {**os.environ, "TT_ANVIL_PORT": str(BASE_PORT + n)}
-        args = [*paths, "-q", f"--junitxml={report}", f"--basetemp={out / f'tmp-{n}'}", "-o", "junit_family=xunit1"]
         with log.open("w") as sink:
-            running.append((n, subprocess.Popen(pytest + args, cwd=ROOT, env=env, stdout=sink,
+            running.append((n, subprocess.Popen(command, cwd=ROOT, env={**os.environ, **extra_env}, stdout=sink,
                                                 stderr=subprocess.STDOUT), log, report))
     print(f"{len(lanes)} lanes started; logs in {out}", flush=True)
     codes = {}

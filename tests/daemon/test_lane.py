@@ -163,3 +163,23 @@ def test_lane_ofTwoThreads_runsTwoComputationsAtOnce_andAThirdWaits():
 def test_lane_refusesNoThreads():
     with pytest.raises(ValueError, match="^a lane needs at least one thread, got 0$"):
         Lane("test", threads=0)
+
+
+def test_ready_countsFinishedComputationsUntilTaken():
+    """The daemon's tick runs a pass at an unchanged block only when ready() > 0."""
+    lane = Lane("test")
+    release = threading.Event()
+    with pytest.raises(Pending):
+        lane.take("slow", lambda: release.wait(WAIT_S))
+    with pytest.raises(Pending):
+        lane.take("fast", lambda: "done")
+    assert lane.ready() == 0  # one thread: "fast" waits behind "slow"
+    release.set()
+    for _ in range(1000):
+        if lane.ready() == 2:
+            break
+        threading.Event().wait(0.01)
+    assert (lane.ready(), lane.busy()) == (2, 2)
+    assert lane.take("fast", None) == "done"
+    assert (lane.ready(), lane.busy()) == (1, 1)
+    lane.close()

@@ -96,6 +96,7 @@ class Daemon:
         #: Training and replays run here, so the loop keeps moving games meanwhile.
         self.lane = Lane(f"{self.role}-lane", threads=self.lane_threads())
         self.ticks = 0
+        self.tick_block: int | None = None  # the chain's height when the last full pass began
         self.block = 0
         self.declarer: NetworkDeclarer | None = None
 
@@ -269,8 +270,16 @@ class Daemon:
         self.guarded("events", self.follower.poll)
 
     def tick(self) -> None:
+        block = self.client.w3.eth.block_number
+        # Everything a pass acts on moves with the chain (events, deadlines, draws, due
+        # heartbeats) or with a computation finishing in the lane: at the same block with
+        # nothing finished, the last pass already did it all. Skipping such ticks saves most
+        # of an idle daemon's RPC calls when it polls faster than blocks come.
+        if block == self.tick_block and not self.lane.ready():
+            return
+        self.tick_block = block
         self.ticks += 1
-        self.block = self.client.w3.eth.block_number
+        self.block = block
         self.metrics.block.set(self.block)
         self.follower.poll()
         work_book(self.book, self.kinds, self.slow_kinds,

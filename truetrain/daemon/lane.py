@@ -72,6 +72,10 @@ class Lane:
         del self._jobs[key]
         return future.result()
 
+    def ready(self) -> int:
+        """How many computations have finished and wait to be taken."""
+        return sum(1 for future in list(self._jobs.values()) if future.done())
+
     def busy(self) -> int:
         """How many computations were asked for and not yet taken."""
         return len(self._jobs)
