@@ -5,8 +5,8 @@ every 0.5 s and settle through challenge windows), so on a 2-core machine severa
 run side by side at little cost. brownie's plugin does not run under pytest-xdist, so
 each lane is a plain pytest process with its own test Anvil port (``TT_ANVIL_PORT``), its
 own temporary folder and its own JUnit report; every devnet and IPFS node inside a test
-already takes a free port of its own. The contracts are compiled once before the lanes
-start, so no two lanes write ``build/`` at once. ``forge test`` (with ``$FORGE_ARGS``) runs as
+already takes a free port of its own. The contracts are compiled and the brownie project
+loaded once before the lanes start, so no two lanes write ``build/`` at once. ``forge test`` (with ``$FORGE_ARGS``) runs as
 one more lane.
 
 Each lane's output goes to ``<report dir>/lane-N.log``; when every lane has finished the
@@ -88,10 +88,13 @@ def main(argv: list[str]) -> int:
     pytest = [sys.executable, "-m", "pytest"]
     if argv:
         return subprocess.call(pytest + argv, cwd=ROOT)
-    compiled = subprocess.call(["brownie", "compile"], cwd=ROOT, stdout=subprocess.DEVNULL)
-    if compiled:
-        print("brownie compile failed", file=sys.stderr)
-        return compiled
+    # Compile, then load the project once: brownie's first load after a compile prunes build/
+    # (dependency artifacts no contract uses); six lanes loading it at once raced that pruning
+    # in a fresh clone and failed on files another lane had just removed.
+    for step in (["brownie", "compile"], [sys.executable, "-c", "from brownie import project; project.load('.')"]):
+        if subprocess.call(step, cwd=ROOT, stdout=subprocess.DEVNULL):
+            print(f"{' '.join(step[:2])} failed", file=sys.stderr)
+            return 1
     lanes = modules(LANES)
     out = Path(tempfile.mkdtemp(prefix="tt-lanes-"))
     started = time.monotonic()
