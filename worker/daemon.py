@@ -31,6 +31,7 @@ from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task
                               publish_result, result_commitment)
 from truetrain.market.compute import ComputedResult
 from truetrain.market.faulty import WithholdingStore, faulty_result
+from truetrain.training import needs_warm_up, warm_up
 from truetrain.training.memory import offer_refusal
 
 log = logging.getLogger("worker")
@@ -51,6 +52,8 @@ class WorkerDaemon(Daemon):
         super().__init__(settings)
         #: The device of each of the up to max_concurrent tasks training at once.
         self.devices = DevicePool(self.device, self.lane_threads())
+        #: Model shapes this process has run a step of (see :meth:`warm_up`).
+        self.warmed: set = set()
 
     def on_event(self, event) -> None:
         args, mine = event.args, event.args.get("worker", "").lower() == self.address.lower()
@@ -110,6 +113,7 @@ class WorkerDaemon(Daemon):
                 self.book.close_entry(entry.task_id, WORK, "lost", refusal)
                 log.warning("declined offer: %s", refusal, extra=ident)
                 return
+            self.warm_up(task.job_id)
             self.send("acceptTask", market.acceptTask(entry.task_id))
         elif task.status == TaskStatus.RUNNING:
             entry = self.ensure_result(entry)
@@ -130,6 +134,31 @@ class WorkerDaemon(Daemon):
                 log.error("cannot reveal: no salt in the book", extra=ident)
                 return
             self.send("revealResult", market.revealResult(entry.task_id, entry.root, entry.cid, entry.salt))
+
+    def warm_up(self, job_id: int) -> None:
+        """Before the first task of a model shape: one thrown-away step in the lane (raising
+        :class:`~truetrain.daemon.lane.Pending` until done), so that compiling and
+        self-testing the engine's kernels for that shape is paid before accepting, not
+        inside the compute window. Once per shape and process."""
+        manifest = self.reader.manifest(job_id)
+        key = repr((manifest.model, manifest.batch_size, manifest.limbs))
+        if key in self.warmed or not needs_warm_up(manifest):
+            return
+        seconds, error = self.lane.take(("warm-up", key), lambda: self._timed_warm_up(manifest))
+        self.warmed.add(key)
+        if error is None:
+            log.info("warmed up for the job's model", extra={"job": job_id, "seconds": round(seconds, 2)})
+        else:  # the task itself will meet it and say so; the offer is not held up
+            log.warning("warm-up failed: %s", error, extra={"job": job_id})
+
+    def _timed_warm_up(self, manifest) -> tuple[float, str | None]:
+        started = time.monotonic()
+        try:
+            with self.devices.acquire() as device:
+                warm_up(manifest, device=device)
+        except Exception as exc:  # noqa: BLE001 - reported, never fatal to the daemon
+            return time.monotonic() - started, f"{type(exc).__name__}: {exc}"
+        return time.monotonic() - started, None
 
     def ensure_result(self, entry: Entry) -> Entry:
         """The task's result from the book, or computed and published in the lane (raising

@@ -204,3 +204,20 @@ def test_lmTask_withDropout_replaysBitForBit(corpus, make_manifest):
     assert replay(manifest, blobs[0], middle, 3).hash() == result.checkpoint_hashes[2]
     plain, _ = _lm_manifest(make_manifest, shards, held)
     assert run_task(plain, blobs[0], None, 0, 0).checkpoint_hashes[1] != result.checkpoint_hashes[1]
+
+
+def test_warmUp_onlyWhereKernelsCompile_andLeavesTaskBitsAlone(corpus, make_manifest, digits1):
+    """A worker warms up (one thrown-away step) before accepting a task whose step compiles
+    kernels; the tiny models run eagerly and the C kernels, so nothing to warm."""
+    from truetrain.training import needs_warm_up, run_task, warm_up
+
+    shards, held = corpus
+    small, blobs = _lm_manifest(make_manifest, shards, held)
+    default_lm = {"kind": "lm", "d_model": 256, "n_layers": 4, "n_heads": 4, "seq_len": 16}
+    wide, _ = _lm_manifest(make_manifest, shards, held, model=default_lm, batch_size=64)  # 64 x 16 x 1024 = 2**20
+    stock, _ = _lm_manifest(make_manifest, shards, held, model=default_lm, batch_size=64, mode="stock")
+    digits = make_manifest(*digits1)
+    assert [needs_warm_up(m) for m in (small, wide, stock, digits)] == [False, True, False, False]
+    want = run_task(small, blobs[0], None, 0, 0).checkpoint_hashes
+    warm_up(small)
+    assert run_task(small, blobs[0], None, 0, 0).checkpoint_hashes == want

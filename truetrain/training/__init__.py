@@ -14,7 +14,7 @@ from .manifest import DataRef, Manifest, build_manifest, load_manifest, validate
 from .merkle import merkle_proof, merkle_root, verify_proof
 from .models import ModelSpec, init_params, parse_model_spec
 from .task import (TaskResult, evaluate, initial_model, predict, run_task, task_rng_key,
-                   task_start)
+                   task_start, needs_warm_up, warm_up)
 from .trainer import replay, start_checkpoint, train
 
 __all__ = [
@@ -25,5 +25,5 @@ __all__ = [
     "merkle_proof", "merkle_root", "parse_model_spec", "predict", "prepare_dataset",
     "publish_dataset", "replay", "run_task", "shard_arrays", "split_test",
     "start_checkpoint", "task_rng_key", "task_start", "train", "validate_manifest",
-    "verify_proof",
+    "verify_proof", "needs_warm_up", "warm_up",
 ]

@@ -25,6 +25,7 @@ import threading
 
 import torch
 
+from . import native_chains
 from .repro_ops import softmax_xent
 
 log = logging.getLogger(__name__)
@@ -295,6 +296,8 @@ def run(name: str, fuse: bool, *args):
     the same bits either way."""
     if name not in _EAGER:
         _register_elementwise()
+    if name in native_chains.KERNELS and native_chains.usable(args[0], fuse):
+        return native_chains.KERNELS[name](*args)
     return call(name, *args) if worth_it(fuse, args[0].numel(), args[0].device) else _EAGER[name](*args)
 
 

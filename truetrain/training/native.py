@@ -33,9 +33,23 @@ log = logging.getLogger(__name__)
 
 F32, F64 = torch.float32, torch.float64
 SOURCE = Path(__file__).with_name("exact_kernels.c")
-FLAGS = ["-O2", "-std=c11", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno"]
+#: The transformer's float64 chains (:mod:`native_chains`), built into the same library.
+CHAIN_SOURCE = Path(__file__).with_name("chain_kernels.c")
+FLAGS = ["-O3", "-std=c11", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno"]
 if platform.machine() in ("x86_64", "AMD64"):
-    FLAGS.append("-msse4.1")  # nearbyint as one rounding instruction rather than a libm call
+    # this CPU's vector units (the chains' loops vectorise; nearbyint is one instruction).
+    # Elementwise IEEE operations give the same bits in any vector width, and contraction
+    # stays off, so the instruction set changes speed only; the library's name carries
+    # the CPU's feature flags, so a cache shared with another CPU builds its own.
+    FLAGS.append("-march=native")
+
+
+def _cpu_flags() -> bytes:
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            return next((line for line in f if line.startswith(b"flags")), b"")
+    except OSError:
+        return platform.processor().encode()
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "lib": the CDLL or None, "reason": why not
@@ -48,17 +62,18 @@ def _cache_dir() -> Path:
 
 def _compile() -> Path:
     """The shared library for this source and these flags (compiled once per machine)."""
-    source = SOURCE.read_bytes()
+    sources = [SOURCE, CHAIN_SOURCE]
+    source = b"".join(path.read_bytes() for path in sources)
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc) on PATH")
-    digest = hashlib.sha256(source + " ".join([compiler] + FLAGS).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source + " ".join([compiler] + FLAGS).encode() + _cpu_flags()).hexdigest()[:16]
     target = _cache_dir() / f"exact-kernels-{digest}.so"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             built = Path(tmp) / target.name
-            subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built), "-lm"], check=True,
+            subprocess.run([compiler, *FLAGS, *map(str, sources), "-o", str(built), "-lm"], check=True,
                            capture_output=True, timeout=120)
             os.replace(built, target)  # atomic: processes racing here write the same bytes
     return target
@@ -82,6 +97,9 @@ def _load() -> ctypes.CDLL:
     lib.tt_pool.restype = None
     lib.tt_unpool.argtypes = [p, p, i64, i64, i64, i64, p]
     lib.tt_unpool.restype = None
+    from . import native_chains
+
+    native_chains.declare(lib)
     return lib
 
 
@@ -269,7 +287,9 @@ def _self_test() -> str | None:
         if not (_same(q64, want.q64) and _same(down, want.scale) and _same(sb, want_sb)
                 and _same(down_b, want_down_b)):
             return "tt_grad_columns differs"
-    return _self_test_maps(gen)
+    from . import native_chains
+
+    return _self_test_maps(gen) or native_chains.self_test(gen, _same)
 
 
 def _self_test_maps(gen: torch.Generator) -> str | None:

@@ -1,7 +1,8 @@
 """Optimizers: reproducible SGD (momentum, weight decay), Adam and AdamW (decoupled weight
 decay, warm-up and cosine schedule, global gradient-norm clipping), and stock state mapping.
 
-Repro updates are float32 elementwise + - * / sqrt, each its own kernel (no ``alpha=``,
+Repro updates are float32 elementwise + - * / and ``sqrt32`` (correctly rounded on every
+device, which ``torch.sqrt`` is not), each its own kernel (no ``alpha=``,
 ``addcdiv`` or ``lerp``, which may fuse a multiply-add), with every hyperparameter first
 rounded to float32, so they round the same on any device. Adam's bias corrections use
 running products ``beta1_power``/``beta2_power`` kept in the state (no ``pow``).
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .repro_ops import sqrt32
 from .schedule import clip_factor, lr_factor
 
 
@@ -108,7 +110,7 @@ def repro_update(spec: OptimizerSpec, params, grads, state) -> None:
     b1p = state["beta1_power"].mul_(b1)
     b2p = state["beta2_power"].mul_(b2)
     step_size = lr / (1.0 - b1p)  # float32 0-dim tensors: float32 arithmetic
-    bc2_sqrt = torch.sqrt(1.0 - b2p)
+    bc2_sqrt = sqrt32(1.0 - b2p)
     for name, p in params.items():
         g = grads[name]
         if decoupled and decay:
@@ -119,7 +121,7 @@ def repro_update(spec: OptimizerSpec, params, grads, state) -> None:
         v = state["exp_avg_sq." + name]
         m.mul_(b1).add_(g * omb1)
         v.mul_(b2).add_((g * g) * omb2)
-        denom = torch.sqrt(v) / bc2_sqrt + eps
+        denom = sqrt32(v) / bc2_sqrt + eps
         p.sub_((m / denom) * step_size)
 
 

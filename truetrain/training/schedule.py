@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from .repro_ops import EXACT_BITS, F32, F64, ceil_log2, power_scales
+from .repro_ops import EXACT_BITS, F32, F64, ceil_log2, power_scales, sqrt64
 
 _PI = math.pi
 # cos(y) = sum_k (-1)^k y^(2k) / (2k)!, k = 0..12: below 1e-17 for |y| <= pi/2
@@ -55,13 +55,13 @@ def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
 def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     """float64 0-dim L2 norm of all ``grads`` together, the same bits in any order: squares
     (exact in float64) quantised to one power-of-two grid set by the largest, summed as
-    integers (exact), then one correctly rounded square root."""
+    integers (exact), then the deterministic square root ``sqrt64``."""
     squares = [g.to(F64).square().reshape(-1) for g in grads]
     count = sum(s.numel() for s in squares)
     largest = torch.stack([s.amax() for s in squares]).amax()
     up, down = power_scales(largest, EXACT_BITS - ceil_log2(count))
     total = torch.stack([torch.mul(s, up).round_().sum() for s in squares]).sum()
-    return torch.sqrt(total.add_(0.0).mul_(down))
+    return sqrt64(total.add_(0.0).mul_(down))
 
 
 def clip_factor(grads: list[torch.Tensor], clip_norm: float) -> torch.Tensor:

@@ -11,15 +11,17 @@ from ..errors import DatasetError, TrainingError
 from ..hashing import keccak256
 from .aggregate import global_checkpoint
 from .checkpoint import Checkpoint
-from .datasets import decode_shard
+from .datasets import Shard, decode_shard
 from .manifest import Manifest, load_manifest
 from .merkle import merkle_root
 from .models import build_model, init_params
+from . import intgemm_fused
 from .gemm_check import engine_for
 from .ops import ReproStep
 from .repro_ops import first_argmax
 from .rng import derive_key
-from .trainer import as_checkpoint, as_shard, start_checkpoint, train
+from .text import TextShard
+from .trainer import TrainRun, as_checkpoint, as_shard, start_checkpoint, train
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,44 @@ def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: i
                "steps": manifest.steps_per_task, "numeric_mode": manifest.numeric_mode}
     return TaskResult(shard_index, round_index, hashes, merkle_root(hashes), encoded,
                       manifest.steps_per_task * manifest.batch_size, metrics)
+
+
+def needs_warm_up(manifest) -> bool:
+    """Whether a step of ``manifest``'s model compiles kernels (repro mode with a tensor at
+    or above the compiled kernels' size: an LM's widest activation or attention scores, a
+    classifier's widest layer or feature map, over the batch); smaller models run eagerly
+    and the C kernels, which need no warming."""
+    manifest = load_manifest(manifest)
+    if not manifest.repro:
+        return False
+    spec, batch = manifest.model, manifest.batch_size
+    if spec.kind == "lm":
+        widest = max(batch * spec.seq_len * max(spec.d_ff, 3 * spec.d_model, spec.vocab),
+                     batch * spec.n_heads * spec.seq_len ** 2)
+    else:
+        maps = [c * h * w for c, h, w in spec.conv_shapes()] + [out * h * w for out, (_, h, w)
+                                                                  in zip(spec.channels, spec.conv_shapes())]
+        widest = batch * max(maps + list(spec.fc_widths) + [spec.features])
+    return widest >= intgemm_fused.MIN_ELEMENTS
+
+
+def warm_up(manifest, *, device=None) -> None:
+    """One training step of ``manifest``'s model on stand-in data of its task's shapes,
+    thrown away. On large tensors the repro engine compiles its kernels per shape and
+    self-tests them on first use: in a fresh process that takes up to a minute for the
+    default LM, which a worker pays here, before it accepts a task, rather than inside
+    the task's compute window. The bits of any later task do not depend on it."""
+    manifest = load_manifest(manifest)
+    if not manifest.repro:
+        return  # stock PyTorch compiles nothing
+    spec = manifest.model
+    if spec.kind == "lm":
+        shard = TextShard(np.zeros(spec.seq_len + manifest.batch_size, dtype=np.uint8))
+    else:
+        shard = Shard(np.zeros((manifest.batch_size, spec.features), dtype=np.float32),
+                      np.zeros(manifest.batch_size, dtype=np.int64))
+    start = start_checkpoint(manifest, init_params(spec, manifest.seed), task_rng_key(manifest, 0, 0))
+    TrainRun(manifest, shard, start, device=device).run_step()
 
 
 def predict(manifest, checkpoint, x: np.ndarray, *, device=None,

@@ -9,12 +9,14 @@ so sequences are independent of the batch they ride in.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 from ..intgemm import _quantize_with, operand_bits, pow2_scales
 from ..repro_ops import F32, F64, exp64, tree_sum, unit_row_sum
-from .. import intgemm_fused
+from .. import intgemm_fused, native_chains
 from .step import ReproStep
 
 
@@ -26,10 +28,15 @@ def _quantized(x: torch.Tensor, dim: int, bits: int) -> tuple[torch.Tensor, torc
     return _quantize_with(x, up, bits).to(F64), down.to(F64)
 
 
-def bmm_exact(a: torch.Tensor, b: torch.Tensor, limbs: int) -> torch.Tensor:
+def bmm_exact(a: torch.Tensor, b: torch.Tensor, limbs: int, fuse: bool = False) -> torch.Tensor:
     """float32 ``a @ b`` for (N, M, K) @ (N, K, P): rows of ``a`` and columns of ``b``
-    quantised on their own scales, the integer sums exact, one rounding."""
+    quantised on their own scales, the integer sums exact, one rounding. ``fuse``: the
+    quantising and the rounding as C kernels on a CPU (:mod:`native_chains`, same bits)."""
     bits = operand_bits(limbs)
+    if native_chains.usable(a, fuse):
+        qa, sa = native_chains.quantize_batched(a, -1, bits)
+        qb, sb = native_chains.quantize_batched(b, -2, bits)
+        return native_chains.finish_batched(torch.bmm(qa, qb), sa, sb)
     qa, sa = _quantized(a, -1, bits)
     qb, sb = _quantized(b, -2, bits)
     s = torch.bmm(qa, qb).add_(0.0)  # +0.0: a zero sum is +0.0 whatever the BLAS's sign
@@ -55,26 +62,32 @@ def softmax_backward(p: torch.Tensor, dp: torch.Tensor, scale: float) -> torch.T
     return (p64 * (dp64 - tree_sum(dp64 * p64).unsqueeze(-1))).to(F32) * scale
 
 
+def _scale(d: int) -> float:
+    """float32 ``1 / sqrt(d)`` the same on every machine (Python's IEEE square root and
+    division, rounded once to float32; ``torch.rsqrt`` may differ by an ulp between CPUs)."""
+    return float(torch.tensor(1.0 / math.sqrt(d), dtype=F32))
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, step: ReproStep):
-        limbs = step.limbs
+        limbs, fuse = step.limbs, step.fuse
         q, k, v = (t.detach() for t in (q, k, v))
-        scale = float(torch.tensor(q.shape[-1], dtype=F32).rsqrt())  # float32 1/sqrt(d)
-        p = intgemm_fused.run("softmax_causal", step.fuse, bmm_exact(q, k.transpose(1, 2), limbs) * scale)
+        scale = _scale(q.shape[-1])
+        p = intgemm_fused.run("softmax_causal", fuse, bmm_exact(q, k.transpose(1, 2), limbs, fuse) * scale)
         ctx.step, ctx.scale = step, scale
         ctx.save_for_backward(q, k, v, p)
-        return bmm_exact(p, v, limbs)
+        return bmm_exact(p, v, limbs, fuse)
 
     @staticmethod
     def backward(ctx, g):
         q, k, v, p = ctx.saved_tensors
-        limbs, g = ctx.step.limbs, g.contiguous()
-        dv = bmm_exact(p.transpose(1, 2), g, limbs)
-        dp = bmm_exact(g, v.transpose(1, 2), limbs)
-        ds = intgemm_fused.run("softmax_backward", ctx.step.fuse, p, dp, ctx.scale)
-        dq = bmm_exact(ds, k, limbs)
-        dk = bmm_exact(ds.transpose(1, 2), q, limbs)
+        limbs, fuse, g = ctx.step.limbs, ctx.step.fuse, g.contiguous()
+        dv = bmm_exact(p.transpose(1, 2), g, limbs, fuse)
+        dp = bmm_exact(g, v.transpose(1, 2), limbs, fuse)
+        ds = intgemm_fused.run("softmax_backward", fuse, p, dp, ctx.scale)
+        dq = bmm_exact(ds, k, limbs, fuse)
+        dk = bmm_exact(ds.transpose(1, 2), q, limbs, fuse)
         return dq, dk, dv, None
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import intgemm_fused, native
+from .. import intgemm_fused, native, native_chains
 from ..intgemm import GemmEngine, Operand, check_contraction, quantize_scaled_columns
 from ..intgemm import operand_bits as limb_bits
 from ..repro_ops import F32, F64, operand_bits, power_scales
@@ -111,6 +111,10 @@ class GradBook:
     def columns(self, name: str, v: torch.Tensor, site: str = "", per_row: int = 1) -> None:
         """Column sums of ``v`` (rows, n) for the parameter ``name`` (n,)."""
         key = f"{name}|{site}|c"
+        if self.mode == "both" and native_chains.usable(v, self.engine.fuse):  # one C pass, the same bits
+            total, down = native_chains.column_sums(v, self._bits(per_row))
+            self._add(name, site, total, down, "columns")
+            return
         if self.mode in ("observe", "both"):
             self._observe(key, v.abs().amax(0))
         if self.mode in ("add", "both"):

@@ -1,7 +1,7 @@
 """LayerNorm and GELU, stock or repro.
 
-Repro forms are row-local and use only correctly rounded float64 operations (+ - * / sqrt)
-as separate kernels, fixed-order row sums (:func:`~..repro_ops.tree_sum`) and the
+Repro forms are row-local and use only correctly rounded float64 operations (+ - * /)
+as separate kernels, the project's deterministic square root (``sqrt64``), fixed-order row sums (:func:`~..repro_ops.tree_sum`) and the
 project's own erf and exp, each result rounded once to float32: the same bits on any
 device, thread count and batch split. LayerNorm's gain and shift gradients are column
 sums over the batch rows, taken exactly by the step's book.
@@ -14,8 +14,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .. import intgemm_fused
-from ..repro_ops import F32, F64, exp64, tree_sum
+from .. import intgemm_fused, native_chains
+from ..repro_ops import F32, F64, exp64, sqrt64, tree_sum
 from ..repro_special import erf64
 from .step import ReproStep
 
@@ -31,7 +31,7 @@ def ln_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     """``(y, xhat, rstd)``: float32 ``y`` and the float64 normalised rows and 1/std."""
     x64 = x.to(F64)
     centred = x64 - _row_mean(x64).unsqueeze(-1)
-    rstd = 1.0 / torch.sqrt(_row_mean(centred * centred) + eps)
+    rstd = 1.0 / sqrt64(_row_mean(centred * centred) + eps)
     xhat = centred * rstd.unsqueeze(-1)
     return (xhat * weight.to(F64) + bias.to(F64)).to(F32), xhat, rstd
 
@@ -88,19 +88,29 @@ def gelu_backward(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 class _Gelu(torch.autograd.Function):
     """``x * Phi(x)`` with the exact (erf) normal CDF; compiled on large tensors (one pass
-    instead of some forty, self-tested against these eager ops)."""
+    instead of some forty, self-tested against these eager ops). On a CPU with the C
+    kernels the forward keeps the float64 slope ``Phi(x) + x * phi(x)`` instead of ``x``,
+    so the backward is one product (the same bits as ``gelu_backward``)."""
 
     @staticmethod
     def forward(ctx, x, fuse: bool):
         x = x.detach()
         ctx.fuse = fuse
+        if native_chains.usable(x, fuse):
+            y, slope = native_chains.gelu_slope(x)
+            ctx.slope = True
+            ctx.save_for_backward(slope)
+            return y
+        ctx.slope = False
         ctx.save_for_backward(x)
         return intgemm_fused.run("gelu", fuse, x)
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return intgemm_fused.run("gelu_backward", ctx.fuse, x, g.contiguous()), None
+        (kept,) = ctx.saved_tensors
+        if ctx.slope:
+            return native_chains.times_slope(g, kept), None
+        return intgemm_fused.run("gelu_backward", ctx.fuse, kept, g.contiguous()), None
 
 
 def gelu(x: torch.Tensor, step: ReproStep | None) -> torch.Tensor:

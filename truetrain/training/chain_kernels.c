@@ -1,0 +1,302 @@
+/* Exact float64 chains of the transformer's repro ops, for CPUs (truetrain/training/native_chains.py).
+ *
+ * Each function computes what the eager torch ops of ops/elementwise.py and ops/attention.py
+ * compute, bit for bit: GELU and its gradient (the project's erf table and exp), attention's
+ * causal softmax and its gradient, and the batched quantising and rounding around attention's
+ * exact products. Every operation is an IEEE-rounded + - * / or exact (scaling by powers of
+ * two, round-to-nearest-even, data movement); the build forbids contraction and fast-math,
+ * and the loader self-tests every kernel against its torch twin before use.
+ *
+ * Loops run over blocks of BLK values, one operation of the chain at a time, so that the
+ * compiler vectorises them; rows [lo, hi) let the caller split one tensor across threads
+ * (every value depends on its own row only, so the split does not change a bit).
+ */
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#define BLK 64
+
+static const double LOG2E_C = 1.4426950408889634, LN2_HI_C = 6.93147180369123816490e-01,
+                    LN2_LO_C = 1.90821492927058770002e-10;
+
+/* repro_ops.exp64 of m values, in place: clamp, Cody-Waite, degree-10 polynomial, 2**n
+ * from bits; below -708 gives 0, above 709 inf, NaN stays NaN */
+static void exp_block(double *x, int64_t m, const double *coeffs) {
+    for (int64_t j = 0; j < m; j++) {
+        double v = x[j];
+        double xc = v < -708.0 ? -708.0 : (v > 709.0 ? 709.0 : v);
+        double n = nearbyint(xc * LOG2E_C);
+        double r = (xc - n * LN2_HI_C) - n * LN2_LO_C;
+        double p = r * coeffs[0] + coeffs[1];
+        for (int c = 2; c < 11; c++) p = p * r + coeffs[c];
+        int64_t bits = ((int64_t)n + 1023) << 52;
+        double two;
+        memcpy(&two, &bits, 8);
+        double out = p * two;
+        out = v < -708.0 ? 0.0 : out;
+        out = v > 709.0 ? INFINITY : out;
+        x[j] = v != v ? v : out;
+    }
+}
+
+/* repro_special.erf64 of s * v[j] for m values: the Taylor row of the nearest table point
+ * (step 1/16, `deg` + 1 coefficients a row), 1 from 6 on, odd, NaN kept */
+static void erf_block(const double *v, double s, int64_t m, const double *table, int deg, double *y) {
+    double h[BLK], a[BLK], p[BLK];
+    int64_t idx[BLK];
+    for (int64_t j = 0; j < m; j++) {
+        a[j] = fabs(v[j] * s);
+        double c = a[j] > 6.0 ? 6.0 : a[j];
+        c = c != c ? 0.0 : c;
+        double i = nearbyint(c * 16.0);
+        h[j] = c - i * (1.0 / 16.0);
+        idx[j] = (int64_t)i * (deg + 1);
+    }
+    for (int64_t j = 0; j < m; j++) p[j] = table[idx[j] + deg];
+    for (int k = deg - 1; k >= 0; k--)
+        for (int64_t j = 0; j < m; j++) p[j] = p[j] * h[j] + table[idx[j] + k];
+    for (int64_t j = 0; j < m; j++) {
+        double x = v[j] * s;
+        double r = a[j] >= 6.0 ? 1.0 : p[j];
+        r = x != x ? x : r;
+        y[j] = copysign(r, x);
+    }
+}
+
+/* elementwise.gelu_forward: float32(x * (0.5 * (1 + erf(x / sqrt 2)))) for x[lo:hi] */
+void tt_gelu(const float *x, int64_t lo, int64_t hi, const double *table, int deg, double inv_sqrt2, float *out) {
+    double v[BLK], e[BLK];
+    for (int64_t i = lo; i < hi; i += BLK) {
+        int64_t m = hi - i < BLK ? hi - i : BLK;
+        for (int64_t j = 0; j < m; j++) v[j] = (double)x[i + j];
+        erf_block(v, inv_sqrt2, m, table, deg, e);
+        for (int64_t j = 0; j < m; j++) out[i + j] = (float)(v[j] * (0.5 * (1.0 + e[j])));
+    }
+}
+
+/* elementwise.gelu_backward: float32(g * (Phi(x) + x * phi(x))) for [lo:hi] */
+void tt_gelu_backward(const float *x, const float *g, int64_t lo, int64_t hi, const double *table, int deg,
+                      const double *coeffs, double inv_sqrt2, double inv_sqrt_2pi, float *out) {
+    double v[BLK], e[BLK], q[BLK];
+    for (int64_t i = lo; i < hi; i += BLK) {
+        int64_t m = hi - i < BLK ? hi - i : BLK;
+        for (int64_t j = 0; j < m; j++) {
+            v[j] = (double)x[i + j];
+            q[j] = -0.5 * (v[j] * v[j]);
+        }
+        erf_block(v, inv_sqrt2, m, table, deg, e);
+        exp_block(q, m, coeffs);
+        for (int64_t j = 0; j < m; j++) {
+            double cdf = 0.5 * (1.0 + e[j]);
+            double pdf = q[j] * inv_sqrt_2pi;
+            out[i + j] = (float)((double)g[i + j] * (cdf + v[j] * pdf));
+        }
+    }
+}
+
+/* tt_gelu, and the slope g-free part of tt_gelu_backward kept for the backward (float64
+ * Phi(x) + x * phi(x), as elementwise.gelu_backward forms it) */
+void tt_gelu_slope(const float *x, int64_t lo, int64_t hi, const double *table, int deg, const double *coeffs,
+                   double inv_sqrt2, double inv_sqrt_2pi, float *out, double *slope) {
+    double v[BLK], e[BLK], q[BLK];
+    for (int64_t i = lo; i < hi; i += BLK) {
+        int64_t m = hi - i < BLK ? hi - i : BLK;
+        for (int64_t j = 0; j < m; j++) {
+            v[j] = (double)x[i + j];
+            q[j] = -0.5 * (v[j] * v[j]);
+        }
+        erf_block(v, inv_sqrt2, m, table, deg, e);
+        exp_block(q, m, coeffs);
+        for (int64_t j = 0; j < m; j++) {
+            double cdf = 0.5 * (1.0 + e[j]);
+            out[i + j] = (float)(v[j] * cdf);
+            slope[i + j] = cdf + v[j] * (q[j] * inv_sqrt_2pi);
+        }
+    }
+}
+
+/* float32(g * slope) for [lo:hi]: GELU's input gradient from the kept slope */
+void tt_times_slope(const float *g, const double *slope, int64_t lo, int64_t hi, float *out) {
+    for (int64_t i = lo; i < hi; i++) out[i] = (float)((double)g[i] * slope[i]);
+}
+
+/* repro_ops.tree_sum of buf[0:n] zero-padded to `width` (a power of two), pairwise */
+static double tree_sum_row(double *buf, int64_t n, int64_t width) {
+    for (int64_t j = n; j < width; j++) buf[j] = 0.0;
+    for (int64_t w = width; w > 1; w /= 2)
+        for (int64_t j = 0; j < w / 2; j++) buf[j] = buf[2 * j] + buf[2 * j + 1];
+    return buf[0];
+}
+
+/* attention.softmax_causal for rows [lo, hi) of (N*T, T) scores: float64, the future
+ * masked to -inf, exp64(z - row max), unit_row_sum's exact sum at quantum 2**-k, one
+ * rounding of e / sum; e is scratch for one row (t doubles) */
+void tt_softmax_causal(const float *s, int64_t lo, int64_t hi, int64_t t, int k, const double *coeffs,
+                       double *e, float *out) {
+    const double up = ldexp(1.0, k), down = ldexp(1.0, -k);
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t i = r % t, n = i + 1;  /* positions 0..i are seen */
+        const float *z = s + r * t;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            double v = (double)z[j];
+            if (v != v || v > mx) mx = (mx != mx) ? mx : v;
+        }
+        for (int64_t j = 0; j < n; j++) e[j] = (double)z[j] - mx;
+        exp_block(e, n, coeffs);
+        double masked = -INFINITY - mx;  /* -inf, or NaN where the row max is NaN or -inf */
+        exp_block(&masked, 1, coeffs);
+        double sum = 0.0;
+        for (int64_t j = 0; j < n; j++) sum += nearbyint(e[j] * up);
+        sum += (double)(t - n) * nearbyint(masked * up);
+        sum = (sum + 0.0) * down;
+        float *o = out + r * t;
+        for (int64_t j = 0; j < n; j++) o[j] = (float)(e[j] / sum);
+        const float rest = (float)(masked / sum);
+        for (int64_t j = n; j < t; j++) o[j] = rest;
+    }
+}
+
+/* attention.softmax_backward for rows [lo, hi) of (rows, t): float32(p * (dp - tree_sum(dp * p)))
+ * times the float32 scale; the row sum pairwise over the row zero-padded to `width` (a
+ * power of two), as repro_ops.tree_sum; buf is scratch for one row (width doubles) */
+void tt_softmax_backward(const float *p, const float *dp, int64_t lo, int64_t hi, int64_t t, int64_t width,
+                         float scale, double *buf, float *out) {
+    for (int64_t r = lo; r < hi; r++) {
+        const float *pr = p + r * t, *dr = dp + r * t;
+        for (int64_t j = 0; j < t; j++) buf[j] = (double)dr[j] * (double)pr[j];
+        const double sum = tree_sum_row(buf, t, width);
+        float *o = out + r * t;
+        for (int64_t j = 0; j < t; j++) o[j] = (float)((double)pr[j] * ((double)dr[j] - sum)) * scale;
+    }
+}
+
+/* ExactSum.finish of batched float64 sums (batch, m, n): float32(((s + 0) * row) * col) with
+ * one row scale per (batch, row) and one column scale per (batch, column), powers of two */
+void tt_finish_batched(const double *s, int64_t lo, int64_t hi, int64_t m, int64_t n, const float *row,
+                       const float *col, float *out) {
+    for (int64_t b = lo; b < hi; b++)
+        for (int64_t i = 0; i < m; i++) {
+            const double rs = (double)row[b * m + i];
+            const double *si = s + (b * m + i) * n;
+            const float *cb = col + b * n;
+            float *o = out + (b * m + i) * n;
+            for (int64_t j = 0; j < n; j++) o[j] = (float)(((si[j] + 0.0) * rs) * (double)cb[j]);
+        }
+}
+
+int tt_quantize(const float *x, int64_t rows, int64_t cols, int dim, int bits, const float *amax, double *q64,
+                float *down);
+
+/* tt_quantize (own maxima) of batches [lo, hi) of a contiguous (batch, rows, cols) x: one
+ * scale per row (dim 1) or per column (dim 0) of each batch. Returns 0, or -1 when
+ * scratch memory is short. */
+int tt_quantize_batched(const float *x, int64_t lo, int64_t hi, int64_t rows, int64_t cols, int dim, int bits,
+                        double *q64, float *down) {
+    const int64_t per = dim == 1 ? rows : cols;
+    for (int64_t b = lo; b < hi; b++)
+        if (tt_quantize(x + b * rows * cols, rows, cols, dim, bits, NULL, q64 + b * rows * cols, down + b * per))
+            return -1;
+    return 0;
+}
+
+/* repro_ops.sqrt64: x = m * 4**k exactly, the correctly rounded float32 root of float32(m),
+ * two Newton steps in float64, times 2**k; zeros keep their sign, NaN for x < 0 */
+static double sqrt64(double x) {
+    if (x != x || x < 0.0) return NAN;
+    if (x == 0.0 || x == INFINITY) return x;
+    int e;
+    double mant = frexp(x, &e);
+    const int odd = e % 2 != 0;
+    const double m = odd ? mant * 2.0 : mant;
+    const int64_t half = (odd ? e - 1 : e) / 2;
+    double y = (double)(float)sqrt((double)(float)m);
+    y = (y + m / y) * 0.5;
+    y = (y + m / y) * 0.5;
+    int64_t bits = (half + 1023) << 52;
+    double two;
+    memcpy(&two, &bits, 8);
+    return y * two;
+}
+
+/* elementwise.ln_forward for rows [lo, hi) of (rows, n): float32 y, float64 xhat and rstd;
+ * buf is scratch for one row (width doubles) */
+void tt_ln_forward(const float *x, int64_t lo, int64_t hi, int64_t n, int64_t width, const float *w,
+                   const float *b, double eps, double *buf, float *y, double *xhat, double *rstd) {
+    const double dn = (double)n;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *xr = x + r * n;
+        double *xh = xhat + r * n;
+        for (int64_t j = 0; j < n; j++) buf[j] = (double)xr[j];
+        const double mean = tree_sum_row(buf, n, width) / dn;
+        for (int64_t j = 0; j < n; j++) xh[j] = (double)xr[j] - mean;
+        for (int64_t j = 0; j < n; j++) buf[j] = xh[j] * xh[j];
+        const double rs = 1.0 / sqrt64(tree_sum_row(buf, n, width) / dn + eps);
+        rstd[r] = rs;
+        for (int64_t j = 0; j < n; j++) {
+            xh[j] = xh[j] * rs;
+            y[r * n + j] = (float)(xh[j] * (double)w[j] + (double)b[j]);
+        }
+    }
+}
+
+/* elementwise.ln_backward for rows [lo, hi): float32 dx and g * xhat; buf is scratch for
+ * two rows (2 * width doubles) */
+void tt_ln_backward(const float *g, const double *xhat, const double *rstd, const float *w, int64_t lo, int64_t hi,
+                    int64_t n, int64_t width, double *buf, float *dx, float *gx) {
+    const double dn = (double)n;
+    double *d = buf + width;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *gr = g + r * n;
+        const double *xh = xhat + r * n;
+        for (int64_t j = 0; j < n; j++) d[j] = (double)gr[j] * (double)w[j];
+        for (int64_t j = 0; j < n; j++) buf[j] = d[j];
+        const double m1 = tree_sum_row(buf, n, width) / dn;
+        for (int64_t j = 0; j < n; j++) buf[j] = d[j] * xh[j];
+        const double m2 = tree_sum_row(buf, n, width) / dn;
+        for (int64_t j = 0; j < n; j++) {
+            dx[r * n + j] = (float)(((d[j] - m1) - xh[j] * m2) * rstd[r]);
+            gx[r * n + j] = (float)((double)gr[j] * xh[j]);
+        }
+    }
+}
+
+/* GradBook.columns for one slice, columns [lo, hi) of (rows, cols): the column maxima of |v|
+ * (NaN sticky), repro_ops.power_scales at `bits`, and the float64 column sums of
+ * round(v * up) (integers: exact in any order); rows are read in order, `scratch` holds
+ * hi - lo floats */
+void tt_column_sums(const float *v, int64_t rows, int64_t cols, int64_t lo, int64_t hi, int bits, float *scratch,
+                    double *sums, double *down) {
+    const int64_t n = hi - lo;
+    float *m = scratch;
+    double *up = sums + lo;  /* the scales up first, then the sums over them */
+    for (int64_t j = 0; j < n; j++) m[j] = 0.0f;
+    for (int64_t i = 0; i < rows; i++) {
+        const float *row = v + i * cols + lo;
+        for (int64_t j = 0; j < n; j++) {
+            float a = fabsf(row[j]);
+            m[j] = (a != a || a > m[j]) ? a : m[j];
+        }
+    }
+    for (int64_t j = 0; j < n; j++) {
+        const double tiny = 0x1p-960;
+        double mm = (double)m[j] < tiny ? tiny : (double)m[j];
+        int64_t u;
+        memcpy(&u, &mm, 8);
+        int64_t field = u & 0x7FF0000000000000LL, shift = (int64_t)(bits - 1) << 52;
+        int64_t ub = (2046LL << 52) + shift - field, db = field - shift;
+        memcpy(&up[j], &ub, 8);
+        memcpy(&down[lo + j], &db, 8);
+    }
+    double acc[BLK];
+    for (int64_t j0 = 0; j0 < n; j0 += BLK) {
+        const int64_t w = n - j0 < BLK ? n - j0 : BLK;
+        for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
+        for (int64_t i = 0; i < rows; i++) {
+            const float *row = v + i * cols + lo + j0;
+            for (int64_t j = 0; j < w; j++) acc[j] += nearbyint((double)row[j] * up[j0 + j]);
+        }
+        for (int64_t j = 0; j < w; j++) up[j0 + j] = acc[j];
+    }
+}
