@@ -38,6 +38,7 @@ LAZY_COMMANDS = {
     "verifier": ("verifier.cli:verifier", "Run the verifier daemon."),
     "demo": ("truetrain.demo_cli:demo", "Run one job's whole life on a local devnet."),
     "challenge": ("submitter.challenge:challenge", "Challenge a revealed result: replay it, bond, open a dispute game."),
+    "explorer": ("truetrain.explorer.cli:explorer", "Serve the read-only web explorer (jobs, workers, disputes, token flows)."),
 }
 
 
