@@ -150,7 +150,7 @@ def test_job_page_shows_tasks_marks_and_money_as_on_chain(market, browser):
     link = browser.find_element(By.CSS_SELECTOR, f"#task-{market['task']} a.dispute")
     assert link.get_attribute("href") == f"{market['url']}/disputes/{market['game']}"
     untouched = cells(browser, f"#task-{encode_task_id(job_id, 1, 0)}")
-    assert untouched[2:4] == ["none", "-"]
+    assert untouched[2:4] == ["not yet", "-"]
 
 
 def test_job_page_follows_the_job_live_then_shows_loss_accuracy_and_the_final_checkpoint(market, browser):
