@@ -1,6 +1,8 @@
-"""``python -m truetrain.explorer``: the same as ``truetrain explorer``."""
+"""``python -m truetrain.explorer ARGS``: the same as ``truetrain explorer ARGS``."""
 
-from truetrain.explorer.cli import explorer
+import sys
+
+from truetrain.cli import main
 
 if __name__ == "__main__":
-    explorer(prog_name="truetrain explorer")
+    main(["explorer", *sys.argv[1:]], prog_name="truetrain")

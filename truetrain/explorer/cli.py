@@ -16,8 +16,13 @@ from . import DEFAULT_HOST, DEFAULT_PORT
 @session_options()
 def explorer(host: str, port: int, session) -> None:
     """Serve the read-only web explorer (jobs, workers, disputes, token flows) from the chain and IPFS."""
+    from truetrain.chain.devnet import port_is_free
+    from truetrain.errors import ConfigError
+
     from .serve import open_source, serve
 
+    if not port_is_free(port, host):
+        raise ConfigError(f"port {port} on {host} is already in use: pick another with --port")
     source = open_source(session.rpc, session.ipfs, session.deployments)
     try:
         click.echo(f"explorer on http://{'[' + host + ']' if ':' in host else host}:{port}/ "
