@@ -350,3 +350,14 @@ def listening(port: int) -> list[str]:
 def test_the_explorer_listens_on_loopback_only(market):
     assert listening(market["port"]) == ["127.0.0.1"]
     assert requests.get(market["url"] + "/api/flows", timeout=10).json()["data"]["conserved"] is True
+
+
+def test_a_chain_that_stops_answering_gives_a_500_page_not_a_traceback(market):
+    """Last: it stops the module's Anvil."""
+    market["net"].anvil.stop()
+    page = requests.get(market["url"] + "/jobs", timeout=60)
+    message = "the explorer could not read this from the chain or IPFS; see its log"
+    assert page.status_code == 500 and f'<p class="error" id="error">{message}</p>' in page.text
+    assert "Traceback" not in page.text and page.headers["content-security-policy"] == CSP
+    api = requests.get(market["url"] + "/api/flows", timeout=60)
+    assert api.status_code == 500 and api.json() == {"error": message, "status": 500}

@@ -61,12 +61,13 @@ class Source:
     """The contracts of the deployment in ``deployments`` on ``rpc_url`` and the IPFS node at ``ipfs_api``."""
 
     def __init__(self, rpc_url: str, ipfs_api: str, deployments: Path):
-        client = ChainClient(rpc_url, timeout=10.0)
+        # Few retries: a page that cannot be read should say so soon, not hang the browser's poll.
+        client = ChainClient(rpc_url, timeout=10.0, retries=2)
         client.w3.codec = lenient_codec()
         self.contracts = connect_deployment(client, deployments)
         self.w3 = client.w3
         self.rpc_url, self.ipfs_api = rpc_url, ipfs_api
-        self.store = StorageClient(StorageSettings(api_addr=ipfs_api, timeout_s=10.0))
+        self.store = StorageClient(StorageSettings(api_addr=ipfs_api, timeout_s=5.0, retries=1))
         self.reader = MarketReader(self.contracts, self.store)
         self._cache: dict[tuple, object] = {}
         self._lock = threading.Lock()
