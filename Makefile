@@ -23,7 +23,7 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 
-setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/npm $(SOLCX_DIR)/solc-v$(SOLC_VER) ## Install everything (venv, pip, Node 24, npm ci, solc facade); idempotent
+setup: $(STAMPS)/python $(STAMPS)/node $(STAMPS)/npm $(SOLCX_DIR)/solc-v$(SOLC_VER) $(STAMPS)/chromium ## Install everything (venv, pip, Node 24, npm ci, solc facade, Debian's chromium for the browser tests); idempotent
 
 $(STAMPS)/venv:
 	$(PYTHON_SYS) -m venv $(VENV)
@@ -51,6 +51,17 @@ $(SOLCX_DIR)/solc-v$(SOLC_VER): $(STAMPS)/npm scripts/solc_facade.mjs
 	mkdir -p $(SOLCX_DIR)
 	printf '#!/bin/sh\nexec "%s" "%s" "$$@"\n' $(VENV)/bin/node $(CURDIR)/scripts/solc_facade.mjs > $@
 	chmod +x $@
+
+# The explorer's browser tests drive Debian's chromium through chromium-driver (selenium).
+# apt needs root (sudo when not root); an installed pair is kept as it is.
+$(STAMPS)/chromium: $(STAMPS)/venv
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+	  echo "chromium and chromedriver are installed"; \
+	else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
+	fi
+	touch $@
 
 compile: setup ## Compile the contracts (brownie, through the solc facade)
 	brownie compile

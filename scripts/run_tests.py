@@ -46,7 +46,7 @@ LANES: list[list[str]] = [
     ["tests/contracts/test_dispute_stateful.py", "tests/contracts/test_dispute_bisection.py",
      "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",
      "tests/contracts/test_dispute_libraries.py"],
-    ["tests/contracts"],
+    ["tests/contracts", "tests/integration/test_explorer.py"],
 ]
 BASE_PORT = 18545
 

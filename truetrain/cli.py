@@ -38,6 +38,7 @@ LAZY_COMMANDS = {
     "verifier": ("verifier.cli:verifier", "Run the verifier daemon."),
     "demo": ("truetrain.demo_cli:demo", "Run one job's whole life on a local devnet."),
     "challenge": ("submitter.challenge:challenge", "Challenge a revealed result: replay it, bond, open a dispute game."),
+    "explorer": ("truetrain.explorer.cli:explorer", "Serve the read-only web explorer (jobs, workers, disputes, token flows)."),
 }
 
 
@@ -117,7 +118,7 @@ def devnet_up(port: int, ipfs_port: int, as_json: bool) -> None:
 @devnet.command("down")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def devnet_down(as_json: bool) -> None:
-    """Stop the Anvil and IPFS node started by `devnet up`."""
+    """Stop the Anvil and IPFS node started by `devnet up` (and the explorer `make demo` started)."""
     from truetrain.devnet import devnet_down as down
 
     state = down()
@@ -134,6 +135,7 @@ def devnet_status(as_json: bool) -> None:
     state = status()
     human = (
         f"devnet running: chain {state['anvil']['url']} at block {state['block']}, IPFS {state['ipfs']['url']}"
+        + (f", explorer {state['explorer']['url']}" if state.get("explorer") else "")
         if state["running"] else "devnet not running"
     )
     _emit(state, as_json, human)

@@ -15,15 +15,17 @@ from truetrain.errors import TruetrainError
 @click.option("--ipfs-port", type=click.IntRange(1, 65535), default=5001, show_default=True, help="IPFS API port.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the model and plot go [default: demo-out/].")
-@click.option("--down", is_flag=True, help="Stop the devnet at the end.")
+@click.option("--down", is_flag=True, help="Stop the devnet (and the explorer) at the end.")
+@click.option("--explorer-port", type=click.IntRange(1, 65535), default=8600, show_default=True,
+              help="Port of the web explorer on 127.0.0.1 (it stays up with the devnet).")
 @click.option("--model", type=click.Choice(["mlp", "lm"]), default="mlp", show_default=True,
               help="mlp: the digits classifier; lm: a byte-level language model on the standard library's source.")
-def demo(port: int, ipfs_port: int, out: Path | None, down: bool, model: str) -> None:
-    """Devnet up, 3 worker and 1 verifier daemons, a job of 3 shards x 3 rounds, results."""
+def demo(port: int, ipfs_port: int, out: Path | None, down: bool, model: str, explorer_port: int) -> None:
+    """Devnet and explorer up, 3 worker and 1 verifier daemons, a job of 3 shards x 3 rounds, results."""
     from truetrain.demo.run import run_demo
 
     try:
-        code = run_demo(port, ipfs_port, out, down, model)
+        code = run_demo(port, ipfs_port, out, down, model, explorer_port)
     except TruetrainError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -2,7 +2,8 @@
 
 ``truetrain devnet up`` starts what is not running (pids, logs and state in ``.devnet/``),
 deploys the contracts (reusing a live deployment) and funds Anvil's well-known accounts
-with TRAIN; running it again changes nothing. ``down`` stops both processes by pid.
+with TRAIN; running it again changes nothing. ``make demo`` adds the web explorer over it
+(:func:`devnet_explorer`). ``down`` stops every process it recorded, by pid.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def devnet_up(port: int, ipfs_port: int) -> dict:
                 stop_pid(anvil["pid"])
             raise
         ipfs = {"pid": node.pid, "api_addr": node.api_addr, "url": node.api_url, "peer_id": node.peer_id}
-    state = {"anvil": anvil, "ipfs": ipfs}
+    state = {"anvil": anvil, "ipfs": ipfs, **({"explorer": state["explorer"]} if _running(state, "explorer") else {})}
     STATE_FILE.write_text(json.dumps(state))
     client = ChainClient(anvil["url"])
     report = deploy_stack(client, dev_accounts(1)[0], folder=DEPLOYMENTS_DIR)
@@ -87,19 +88,42 @@ def devnet_up(port: int, ipfs_port: int) -> dict:
     return {**state, "contracts": contracts, "deployed": report.deployed, "funded": funded}
 
 
-def devnet_down() -> dict:
-    """Stop this checkout's Anvil and IPFS node; raise :class:`DevnetError` when neither runs."""
+def devnet_explorer(port: int) -> str:
+    """(Re)start the web explorer over the running devnet on ``127.0.0.1:port``, record it so
+    that ``down`` stops it too, and return its URL. A running one is replaced: the devnet
+    under it may have been restarted since."""
+    from truetrain.explorer.serve import start_explorer
+
     state = _read()
-    anvil, ipfs = _running(state, "anvil"), _running(state, "ipfs")
-    if anvil is None and ipfs is None:
+    if _running(state, "anvil") is None or _running(state, "ipfs") is None:
+        raise DevnetError("no devnet is running (start one with `truetrain devnet up`)")
+    old = _running(state, "explorer")
+    if old is not None:
+        stop_pid(old["pid"])
+    proc = start_explorer(state["anvil"]["url"], state["ipfs"]["api_addr"], DEPLOYMENTS_DIR, port,
+                          STATE_DIR / "explorer.log")
+    url = f"http://127.0.0.1:{port}/"
+    state["explorer"] = {"pid": proc.pid, "port": port, "url": url}
+    STATE_FILE.write_text(json.dumps(state))
+    return url
+
+
+def devnet_down() -> dict:
+    """Stop this checkout's Anvil, IPFS node and explorer; raise :class:`DevnetError` when
+    none runs."""
+    state = _read()
+    anvil, ipfs, explorer = _running(state, "anvil"), _running(state, "ipfs"), _running(state, "explorer")
+    if anvil is None and ipfs is None and explorer is None:
         STATE_FILE.unlink(missing_ok=True)
         raise DevnetError("no devnet is running (start one with `truetrain devnet up`)")
+    if explorer is not None:  # first: it reads the other two
+        stop_pid(explorer["pid"])
     if anvil is not None:
         stop_pid(anvil["pid"])
     if ipfs is not None:
         stop_devnode(ipfs["pid"])
     STATE_FILE.unlink(missing_ok=True)
-    return {"anvil": anvil, "ipfs": ipfs}
+    return {"anvil": anvil, "ipfs": ipfs, "explorer": explorer}
 
 
 def devnet_status() -> dict:
@@ -111,4 +135,5 @@ def devnet_status() -> dict:
     reply = requests.post(
         anvil["url"], json={"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}, timeout=2
     )
-    return {"running": ipfs is not None, "block": int(reply.json()["result"], 16), "anvil": anvil, "ipfs": ipfs}
+    return {"running": ipfs is not None, "block": int(reply.json()["result"], 16), "anvil": anvil, "ipfs": ipfs,
+            "explorer": _running(state, "explorer")}

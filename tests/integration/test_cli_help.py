@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from truetrain import cli
 from truetrain.cli import main
 
-GROUPS = ["challenge", "demo", "devnet", "identity", "job", "token", "verifier", "worker"]
+GROUPS = ["challenge", "demo", "devnet", "explorer", "identity", "job", "token", "verifier", "worker"]
 COMMANDS = {
     "job": {"submit", "status", "list", "cancel", "results"},
     "identity": {"register", "show"},

@@ -1,10 +1,11 @@
 """`make demo`: one job through the market, with every role a separate process.
 
 It brings the local devnet up (Anvil mining a block a second plus one per transaction, an
-IPFS dev node, the contracts, funded dev accounts), starts three worker daemons and one
-verifier daemon, submits a digits MLP job of 3 shards × 3 rounds, follows it live from the
-chain, downloads and evaluates the final model, stops the daemons with SIGTERM and prints
-where every token went.
+IPFS dev node, the contracts, funded dev accounts) with the web explorer over it, starts
+three worker daemons and one verifier daemon, submits a digits MLP job of 3 shards × 3
+rounds, follows it live from the chain, downloads and evaluates the final model, stops the
+daemons with SIGTERM and prints where every token went. The devnet and the explorer stay
+up until ``truetrain devnet down`` (or ``--down``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from truetrain.cli_options import TOKEN, format_tokens
 from truetrain.demo.processes import start_daemon, wait_for_log
 from truetrain.demo.progress import Progress
 from truetrain.demo.report import balances, print_flows, token_flows
-from truetrain.devnet import FUNDED_ACCOUNTS, devnet_down, devnet_up
+from truetrain.devnet import FUNDED_ACCOUNTS, devnet_down, devnet_explorer, devnet_up
 from truetrain.errors import TruetrainError
+from truetrain.explorer import DEFAULT_PORT as EXPLORER_PORT
 from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader
 from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
 from truetrain.paths import DEPLOYMENTS, HOME
@@ -59,7 +61,7 @@ def demo_manifest(store, model: str = "mlp"):
 
 
 def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, down: bool = False,
-             model: str = "mlp") -> int:
+             model: str = "mlp", explorer_port: int = EXPLORER_PORT) -> int:
     started = time.monotonic()
     out = Path(out or HOME / "demo-out")
     print(f"[1/6] devnet: Anvil on 127.0.0.1:{port}, IPFS dev node on 127.0.0.1:{ipfs_port}")
@@ -67,6 +69,13 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
     rpc, ipfs = state["anvil"]["url"], state["ipfs"]["api_addr"]
     print(f"      chain {rpc} (chain id {state['anvil']['chain_id']}), JobMarket {state['contracts']['market']}; "
           f"{'deployed now' if state['deployed'] else 'reused the live deployment'}")
+    try:
+        explorer = devnet_explorer(explorer_port)
+    except BaseException:
+        if down:
+            devnet_down()
+        raise
+    print(f"      explorer: {explorer} (open it to watch the job; read-only, loopback only)")
     names = {dev_account(SUBMITTER).address: "submitter"}
     daemons = []
     try:
@@ -145,8 +154,8 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
             devnet_down()
     took = time.monotonic() - started
     print(f"\ndone in {took:.0f} s.", "Devnet stopped." if down else
-          "The devnet is still up: try `truetrain job status 1` or `truetrain identity show <address>`; "
-          "stop everything with `truetrain devnet down`.")
+          f"The devnet is still up and the explorer serves it at {explorer}: try also `truetrain job status 1` "
+          "or `truetrain identity show <address>`; stop everything with `truetrain devnet down`.")
     return 0
 
 

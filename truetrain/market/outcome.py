@@ -16,7 +16,7 @@ from truetrain.market import JobStatus, encode_task_id
 from truetrain.training import evaluate, load_checkpoint
 
 
-def _metric(manifest, checkpoint, test) -> float:
+def heldout_metric(manifest, checkpoint, test) -> float:
     """A classifier's held-out accuracy, or a language model's held-out bits per byte."""
     if manifest.model.kind == "lm":
         from truetrain.training.lm_eval import heldout_metrics
@@ -53,13 +53,13 @@ def collect_results(reader, job_id: int, out_dir: Path) -> dict:
     test = reader.test_set(job_id)
     lm = manifest.model.kind == "lm"
     key = "test_bits_per_byte" if lm else "test_accuracy"
-    value = _metric(manifest, load_checkpoint(data, digest), test)
+    value = heldout_metric(manifest, load_checkpoint(data, digest), test)
 
     advanced = reader.rounds_advanced(job_id)  # round entered → checkpoint after the previous one
     per_round = []
     for done in range(1, job.rounds + 1):
         round_cid, round_hash = advanced[done]
-        per_round.append(_metric(manifest, load_checkpoint(reader.fetch(round_cid, round_hash), round_hash), test))
+        per_round.append(heldout_metric(manifest, load_checkpoint(reader.fetch(round_cid, round_hash), round_hash), test))
     losses = round_losses(reader, job)
 
     out_dir.mkdir(parents=True, exist_ok=True)
