@@ -10,13 +10,14 @@ compared with a direct contract read; every page must load with an empty console
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pytest
 import requests
 from eth_abi import encode
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -106,12 +107,29 @@ def visit(browser, market, path: str):
     return browser
 
 
+def _settled(read):
+    """``read()``, again if the live update swapped the page's main part in between (its
+    elements then go stale: a read is retried, never half taken from two versions)."""
+    for _ in range(20):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return read()
+
+
 def text(browser, css: str) -> str:
-    return browser.find_element(By.CSS_SELECTOR, css).text
+    return _settled(lambda: browser.find_element(By.CSS_SELECTOR, css).text)
 
 
 def cells(browser, row_css: str) -> list[str]:
-    return [td.text for td in browser.find_element(By.CSS_SELECTOR, row_css).find_elements(By.TAG_NAME, "td")]
+    return _settled(lambda: [td.text for td in browser.find_element(By.CSS_SELECTOR, row_css)
+                             .find_elements(By.TAG_NAME, "td")])
+
+
+def table(browser, rows_css: str) -> list[list[str]]:
+    return _settled(lambda: [[td.text for td in r.find_elements(By.TAG_NAME, "td")]
+                             for r in browser.find_elements(By.CSS_SELECTOR, rows_css)])
 
 
 def tokens(wei: int) -> str:
@@ -180,8 +198,7 @@ def test_job_page_follows_the_job_live_then_shows_loss_accuracy_and_the_final_ch
         advanced = reader.rounds_advanced(job_id)
         accuracy = [heldout_metric(manifest, load_checkpoint(reader.fetch(*advanced[r]), advanced[r][1]), test_set)
                     for r in (1, 2)]
-    rows = browser.find_elements(By.CSS_SELECTOR, "#rounds tbody tr")
-    assert [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows] == [
+    assert table(browser, "#rounds tbody tr") == [
         [str(r), f"{losses[r - 1]:.4f}", f"{accuracy[r - 1] * 100:.1f}%", advanced[r][0]] for r in (1, 2)]
     assert len(browser.find_elements(By.CSS_SELECTOR, ".charts svg.chart polyline")) == 2
     assert text(browser, "#checkpoint").startswith(job.checkpoint_cid)
