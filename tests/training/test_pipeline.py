@@ -22,7 +22,7 @@ from truetrain.training.pipeline.wire import StageLog
 from truetrain.training.task import task_start
 from truetrain.training.text import encode_text_shard
 
-LM = {"kind": "lm", "d_model": 32, "n_layers": 3, "n_heads": 2, "seq_len": 16, "dropout": 0.1}
+LM = {"kind": "lm", "d_model": 64, "n_layers": 4, "n_heads": 4, "seq_len": 32, "dropout": 0.1}
 # clip_norm well below the gradients' norm, so every step clips
 ADAMW = {"kind": "adamw", "lr": 0.003, "warmup_steps": 2, "clip_norm": 0.05}
 
@@ -32,10 +32,10 @@ def lm_job(make_manifest):
     """(manifest, shard bytes, the single-process task's checkpoint hashes and losses)."""
     from truetrain.training.text import demo_corpus, split_text
 
-    shards, held = split_text(demo_corpus(40_000), 1, seq_len=16)
+    shards, held = split_text(demo_corpus(40_000), 1, seq_len=32)
     blob = encode_text_shard(shards[0])
     manifest = make_manifest([blob], encode_text_shard(held), model=LM, optimizer=ADAMW, batch_size=4,
-                             steps_per_task=4, checkpoint_interval=2)
+                             steps_per_task=6, checkpoint_interval=2)
     single = run_task(manifest, blob, None, 0, 0)
     return manifest, blob, single.checkpoint_hashes, single.metrics["train_loss"]
 
@@ -87,7 +87,7 @@ def test_pipelinedLM_equalsSingleProcess(lm_job, stages, micro):
 
 def test_pipelinedLM_embeddingAloneAndHeadAlone_unevenMicroBatches(lm_job):
     manifest, blob, want, _ = lm_job
-    plan = split_at(manifest.model, [0, 1, 4])  # embed | block.0-2 | head
+    plan = split_at(manifest.model, [0, 1, 5])  # embed | block.0-3 | head
     assert plan.param_names(0) == ["tok_emb", "pos_emb"] and plan.param_names(2) == ["ln_f.weight", "ln_f.bias",
                                                                                      "tok_emb"]
     assert run_pipeline_task(manifest, blob, None, 0, 0, plan, micro_batches=3).checkpoint_hashes == want
@@ -117,12 +117,12 @@ def test_stageReplayedAlone_reproducesItsLog(lm_job, honest):
         start = honest.stage_checkpoints[s][2]  # mid-task: steps 2 and 3
         replayed = replay_stage(manifest, plan, s, start, blob, honest.logs[s], honest.store, 2, micro_batches=2,
                                 checkpoint_every=2)
-        committed = {k: h for k, h in honest.logs[s].sent().items() if k[0] >= 2}
-        assert {k: h for k, h in replayed.sent().items() if k[1] != Kind.CHECKPOINT} == \
-            {k: h for k, h in committed.items() if k[1] != Kind.CHECKPOINT}
+        committed = {k: h for k, h in honest.logs[s].sent().items() if k[0] in (2, 3) and k[1] != Kind.CHECKPOINT}
+        assert {k: h for k, h in replayed.sent().items() if k[1] != Kind.CHECKPOINT} == committed
+        assert len(committed) >= 4  # messages of both steps: activations or gradients, norms
         assert replayed.checkpoints()[4] == honest.logs[s].checkpoints()[4]
     # the stage checkpoints make up the whole model's
-    parts = [honest.stage_checkpoints[s][4] for s in range(3)]
+    parts = [honest.stage_checkpoints[s][6] for s in range(3)]
     assert merge_checkpoints(parts).hash() == want[-1]
     assert stage_checkpoint(merge_checkpoints(parts), plan, 1).hash() == parts[1].hash()
 
@@ -139,7 +139,7 @@ def test_corruptedActivation_blamesTheStageThatSentIt(lm_job, honest):
     manifest, blob, want, _ = lm_job
     plan = split_by_params(manifest.model, 3)
     start = task_start(manifest, None, 0, 0)
-    bad = train_pipelined(manifest, blob, start, 4, plan, micro_batches=2, every=2, tamper={1: _nudge_activation(2, 1)})
+    bad = train_pipelined(manifest, blob, start, 6, plan, micro_batches=2, every=2, tamper={1: _nudge_activation(2, 1)})
     assert bad.checkpoint_hashes[:2] == want[:2] and bad.checkpoint_hashes[-1] != want[-1]
     # downstream stage 2 received something else at step 2, micro-batch 1, and sent other gradients
     got, ref = bad.logs[2].received(2), honest.logs[2].received(2)
@@ -151,10 +151,10 @@ def test_corruptedActivation_blamesTheStageThatSentIt(lm_job, honest):
     assert broken_links(bad.logs) == []  # every stage received what its upstream committed to
     # replayed alone from their committed inputs: stage 1 is caught there, stages 0 and 2 replay clean
     options = dict(micro_batches=2, checkpoint_every=2)
-    caught = audit_stage(manifest, plan, 1, bad.stage_checkpoints[1][0], blob, bad.logs[1], bad.store, 4, **options)
+    caught = audit_stage(manifest, plan, 1, bad.stage_checkpoints[1][0], blob, bad.logs[1], bad.store, 6, **options)
     assert (caught.step, caught.kind, caught.micro, caught.source) == (2, Kind.ACT, 1, 1)
     for s in (0, 2):
-        assert audit_stage(manifest, plan, s, bad.stage_checkpoints[s][0], blob, bad.logs[s], bad.store, 4,
+        assert audit_stage(manifest, plan, s, bad.stage_checkpoints[s][0], blob, bad.logs[s], bad.store, 6,
                            **options) is None, s
     # the referees' recomputation of the one disputed (step 2, micro-batch 1): each stage alone
     for s in range(3):
@@ -193,3 +193,25 @@ def test_messages_hashAddressed_andRefused(honest):
             Message.from_bytes(data)
     assert sum(honest.store.moved.values()) > 0 and set(honest.store.moved) == {
         Kind.ACT, Kind.GRAD, Kind.TIED, Kind.NORM_MAX, Kind.NORM_SUM}
+
+
+def test_stage_refusesMisplacedOrMisshapenMessages_andDisagreeingReplicas(lm_job, honest):
+    from truetrain.training.pipeline import Stage
+
+    manifest, blob, _, _ = lm_job
+    plan = split_by_params(manifest.model, 3)
+    stage = Stage(manifest, plan, 1, honest.stage_checkpoints[1][2], blob, honest.store, micro_batches=2)
+    stage.begin_step()
+    old = honest.logs[0].sent()[(0, Kind.ACT, 0, 0)]  # a step-0 activation offered at step 2
+    with pytest.raises(PipelineError, match="stage 1 expected ACT of step 2, micro-batch 0 from stage 0; got ACT of step 0"):
+        stage.forward(0, old)
+    wrong = honest.store.put(Message(Kind.ACT, 2, 0, 0, {"x": torch.zeros(2, 32, 8)}))
+    with pytest.raises(PipelineError, match=r"holds \{'x': \(\(2, 32, 8\)"):
+        stage.forward(0, wrong)
+    with pytest.raises(PipelineError, match="received no ACT"):
+        stage.forward(0, None)
+    parts = [honest.stage_checkpoints[s][4] for s in range(3)]
+    last = dataclasses.replace(parts[2], tensors=dict(parts[2].tensors))
+    last.tensors["model.tok_emb"] = last.tensors["model.tok_emb"] + 1.0
+    with pytest.raises(PipelineError, match="stages disagree on model.tok_emb at step 4"):
+        merge_checkpoints([parts[0], parts[1], last])
