@@ -215,3 +215,26 @@ def test_stage_refusesMisplacedOrMisshapenMessages_andDisagreeingReplicas(lm_job
     last.tensors["model.tok_emb"] = last.tensors["model.tok_emb"] + 1.0
     with pytest.raises(PipelineError, match="stages disagree on model.tok_emb at step 4"):
         merge_checkpoints([parts[0], parts[1], last])
+
+
+def test_stagesHoldTheirShare_andPerMicroBatchMaximaWouldChangeTheBits(lm_job, honest):
+    manifest, blob, want, _ = lm_job
+    plan = split_by_params(manifest.model, 3)
+    whole = sum(torch.Size(s).numel() for s in param_shapes(manifest.model).values())
+    for s, counts in enumerate(plan.param_counts()):
+        held = honest.stage_checkpoints[s][6]
+        assert sum(t.numel() for t in held.group("model").values()) == counts
+        moments = [t for k, t in held.group("optim").items() if k.startswith("exp_avg")]
+        assert sum(t.numel() for t in moments) == 2 * counts  # Adam's two moments of its own parameters
+        assert counts <= 0.5 * whole  # 3 stages of a 4-block model: at most 2 blocks' worth each
+    # without the observing pass each micro-batch's sums are quantised on its own maxima: other bits
+    from truetrain.training.pipeline import MessageStore, Stage, pipeline_step
+
+    start, store = task_start(manifest, None, 0, 0), MessageStore()
+    stages = [Stage(manifest, plan, s, stage_checkpoint(start, plan, s), blob, store, micro_batches=2)
+              for s in range(3)]
+    for stage in stages:
+        stage.multi = False
+    pipeline_step(stages)
+    pipeline_step(stages)
+    assert merge_checkpoints([s.checkpoint() for s in stages]).hash() != want[1]
