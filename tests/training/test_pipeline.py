@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from truetrain.errors import PipelineError
-from truetrain.training import run_task, validate_manifest
+from truetrain.training import merkle_proof, run_task, validate_manifest, verify_proof
 from truetrain.training.lm import parse_lm_spec
 from truetrain.training.models import param_shapes, parse_model_spec
-from truetrain.training.pipeline import (Divergence, Kind, Message, MessageStore, audit_stage,
-                                         broken_links, first_divergence, merge_checkpoints, micro_slices,
-                                         model_units, replay_micro_batch, replay_stage, run_pipeline_task, split_at,
+from truetrain.training.pipeline import (Divergence, Kind, Message, MessageStore, Stage, StageLog, audit_stage,
+                                         broken_links, entry_leaf, first_divergence, log_leaves, log_root,
+                                         merge_checkpoints, micro_slices, model_units, pipeline_step,
+                                         replay_micro_batch, replay_stage, run_pipeline_task, split_at,
                                          split_by_params, stage_checkpoint, train_pipelined)
-from truetrain.training.pipeline.wire import StageLog
 from truetrain.training.task import task_start
 from truetrain.training.text import encode_text_shard
 
@@ -121,6 +121,13 @@ def test_stageReplayedAlone_reproducesItsLog(lm_job, honest):
         assert {k: h for k, h in replayed.sent().items() if k[1] != Kind.CHECKPOINT} == committed
         assert len(committed) >= 4  # messages of both steps: activations or gradients, norms
         assert replayed.checkpoints()[4] == honest.logs[s].checkpoints()[4]
+    # replayed from the start, a stage's whole log comes back, so its committed root does; the
+    # root does not depend on the order in which messages arrived
+    replayed = replay_stage(manifest, plan, 1, honest.stage_checkpoints[1][0], blob, honest.logs[1], honest.store, 6,
+                            micro_batches=2, checkpoint_every=2)
+    assert log_root(replayed, 3) == log_root(honest.logs[1], 3)
+    shuffled = StageLog(1, list(reversed(honest.logs[1].entries)))
+    assert log_root(shuffled, 3) == log_root(honest.logs[1], 3) != log_root(honest.logs[2], 3)
     # the stage checkpoints make up the whole model's
     parts = [honest.stage_checkpoints[s][6] for s in range(3)]
     assert merge_checkpoints(parts).hash() == want[-1]
@@ -149,6 +156,12 @@ def test_corruptedActivation_blamesTheStageThatSentIt(lm_job, honest):
     assert first_divergence(bad.logs, honest.logs) == Divergence(2, 1, 1, Kind.ACT)
     assert first_divergence(honest.logs, honest.logs) is None
     assert broken_links(bad.logs) == []  # every stage received what its upstream committed to
+    # the offending message opens under stage 1's committed root
+    leaves = log_leaves(bad.logs[1], 3)
+    i = next(i for i, e in enumerate(leaves) if e.key == (2, Kind.ACT, 1, 1) and e.sent)
+    root = log_root(bad.logs[1], 3)
+    assert verify_proof(root, i, entry_leaf(leaves[i]), merkle_proof([entry_leaf(e) for e in leaves], i))
+    assert root != log_root(honest.logs[1], 3)
     # replayed alone from their committed inputs: stage 1 is caught there, stages 0 and 2 replay clean
     options = dict(micro_batches=2, checkpoint_every=2)
     caught = audit_stage(manifest, plan, 1, bad.stage_checkpoints[1][0], blob, bad.logs[1], bad.store, 6, **options)
@@ -196,8 +209,6 @@ def test_messages_hashAddressed_andRefused(honest):
 
 
 def test_stage_refusesMisplacedOrMisshapenMessages_andDisagreeingReplicas(lm_job, honest):
-    from truetrain.training.pipeline import Stage
-
     manifest, blob, _, _ = lm_job
     plan = split_by_params(manifest.model, 3)
     stage = Stage(manifest, plan, 1, honest.stage_checkpoints[1][2], blob, honest.store, micro_batches=2)
@@ -228,8 +239,6 @@ def test_stagesHoldTheirShare_andPerMicroBatchMaximaWouldChangeTheBits(lm_job, h
         assert sum(t.numel() for t in moments) == 2 * counts  # Adam's two moments of its own parameters
         assert counts <= 0.5 * whole  # 3 stages of a 4-block model: at most 2 blocks' worth each
     # without the observing pass each micro-batch's sums are quantised on its own maxima: other bits
-    from truetrain.training.pipeline import MessageStore, Stage, pipeline_step
-
     start, store = task_start(manifest, None, 0, 0), MessageStore()
     stages = [Stage(manifest, plan, s, stage_checkpoint(start, plan, s), blob, store, micro_batches=2)
               for s in range(3)]

@@ -17,9 +17,11 @@ from .run import PipelineRun, pipeline_step, run_pipeline_task, train_pipelined
 from .split import (StagePlan, build_stage_module, merge_checkpoints, model_units, split_at, split_by_params,
                     stage_checkpoint)
 from .stage import Stage, micro_slices
-from .wire import Divergence, Entry, Kind, Message, MessageStore, StageLog, broken_links, first_divergence
+from .wire import (Divergence, Entry, Kind, Message, MessageStore, StageLog, broken_links, entry_leaf,
+                   first_divergence, log_leaves, log_root)
 
 __all__ = ["Divergence", "Entry", "Kind", "Message", "MessageStore", "PipelineRun", "Stage", "StageLog", "StagePlan",
-           "audit_stage", "broken_links", "build_stage_module", "first_divergence", "first_mismatch",
-           "merge_checkpoints", "micro_slices", "model_units", "pipeline_step", "replay_micro_batch", "replay_stage",
-           "run_pipeline_task", "split_at", "split_by_params", "stage_checkpoint", "train_pipelined"]
+           "audit_stage", "broken_links", "build_stage_module", "entry_leaf", "first_divergence", "first_mismatch",
+           "log_leaves", "log_root", "merge_checkpoints", "micro_slices", "model_units", "pipeline_step",
+           "replay_micro_batch", "replay_stage", "run_pipeline_task", "split_at", "split_by_params",
+           "stage_checkpoint", "train_pipelined"]

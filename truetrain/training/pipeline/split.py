@@ -12,12 +12,14 @@ takes its own exact contribution to the gradient (the embedding's scattered rows
 0, the head's product on the last), rounded once to float32 as the single-process
 :class:`~..ops.GradBook` rounds each contribution; the two stages swap their parts and
 both form ``head + rows``, the very float32 sum the single process forms. Both replicas
-then take the same update, bit for bit (:func:`merge_checkpoints` checks they agree). The
-alternative, an untied head for pipelined jobs, would change the model, so a pipelined job
-could not equal the single-machine run; sending the weights from stage 0 to the last stage
-each step would move the table twice as often and make the last stage's step depend on
-stage 0's update. A replica costs ``vocab x d_model`` parameters (and their Adam moments)
-on the last stage: 65 Ki for the byte-level LM at d_model 256. The global-norm clip counts
+then take the same update, bit for bit (:func:`merge_checkpoints` checks they agree). An
+untied head for pipelined jobs would change the model, so a pipelined job could not equal
+the single-machine run. Stage 0 owning the table and sending the updated weights down
+each step moves as many bytes (the head's part up, the weights down) and spares the
+replica's Adam moments, but puts stage 0's update before the last stage's next forward
+and makes the last stage's weights an upstream message rather than its own state. A
+replica costs ``vocab x d_model`` parameters and their two moments on the last stage
+(64 Ki values each at d_model 256). The global-norm clip counts
 ``tok_emb`` once, on stage 0 (:meth:`StagePlan.norm_names`).
 """
 

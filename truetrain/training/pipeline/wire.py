@@ -17,7 +17,7 @@ Kinds, per step (``micro`` 0 where a step sends one):
 * ``NORM_SUM``: stage -> every other stage, its integer sum of squares on that grid (``sum``).
 
 Each stage keeps a :class:`StageLog`: the address of every message it received and sent
-(in order) and of its checkpoints. Comparing two runs' logs in causal order
+(in order) and of its checkpoints; :func:`log_root` is its positional Merkle root. Comparing two runs' logs in causal order
 (:func:`first_divergence`) finds the first (step, micro-batch, stage) that sent something
 different; :func:`broken_links` finds a stage that claims to have received what its
 upstream never sent.
@@ -34,9 +34,11 @@ import torch
 from ...errors import CheckpointError, PipelineError
 from ...hashing import keccak256
 from ..checkpoint import encode_tensor, read_tensors
+from ..merkle import merkle_root
 
 MAGIC = b"TTPIPE\x00\x01"
 _HEADER = struct.Struct("<BQIHB")
+_LEAF = struct.Struct("<QBIHB")
 
 
 class Kind(IntEnum):
@@ -156,6 +158,25 @@ class StageLog:
     def checkpoints(self) -> dict[int, bytes]:
         """The stage's checkpoint hashes by step (the start's included)."""
         return {e.step: e.hash for e in self.entries if e.kind == Kind.CHECKPOINT}
+
+
+def entry_leaf(entry: Entry) -> bytes:
+    """The 32-byte Merkle leaf of a log entry: keccak256 of ``<QBIHB`` (step, kind,
+    micro-batch, source, sent) and the address, so an opened leaf says which message the
+    stage claims at which place."""
+    return keccak256(_LEAF.pack(entry.step, int(entry.kind), entry.micro, entry.source, int(entry.sent)) + entry.hash)
+
+
+def log_leaves(log: StageLog, stages: int) -> list[Entry]:
+    """The log's entries in canonical order (causal position, received before sent): the
+    same for any arrival order of messages, so two honest runs commit the same root."""
+    return sorted(log.entries, key=lambda e: (causal_position(e, stages), e.sent))
+
+
+def log_root(log: StageLog, stages: int) -> bytes:
+    """The positional Merkle root (``merkle.py``, as the contracts check it) over a stage's
+    log: what a stage commits to for the steps it ran."""
+    return merkle_root([entry_leaf(e) for e in log_leaves(log, stages)])
 
 
 @dataclass(frozen=True)
