@@ -247,3 +247,20 @@ def test_stagesHoldTheirShare_andPerMicroBatchMaximaWouldChangeTheBits(lm_job, h
     pipeline_step(stages)
     pipeline_step(stages)
     assert merge_checkpoints([s.checkpoint() for s in stages]).hash() != want[1]
+
+
+def test_stagesOnDifferentRoutes_andAnAuditorOnAnother_agree(lm_job, honest):
+    """Workers differ: a stage on the float64 route (no C kernels, no int8) among int8
+    stages gives the same bits, and an auditor on that route replays an int8 stage clean."""
+    from truetrain.training.intgemm import GemmEngine
+
+    manifest, blob, want, _ = lm_job
+    plan, float64 = split_by_params(manifest.model, 3), GemmEngine("cpu", "float64")
+    start, store = task_start(manifest, None, 0, 0), MessageStore()
+    stages = [Stage(manifest, plan, s, stage_checkpoint(start, plan, s), blob, store, micro_batches=2,
+                    engine=float64 if s == 1 else None) for s in range(3)]
+    for _ in range(2):
+        pipeline_step(stages)
+    assert merge_checkpoints([s.checkpoint() for s in stages]).hash() == want[1]
+    assert audit_stage(manifest, plan, 2, honest.stage_checkpoints[2][2], blob, honest.logs[2], honest.store, 2,
+                       micro_batches=2, checkpoint_every=2, engine=float64) is None
