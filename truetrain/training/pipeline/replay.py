@@ -75,12 +75,12 @@ def replay_micro_batch(manifest, plan: StagePlan, index: int, ckpt: Checkpoint, 
 def first_mismatch(replayed: StageLog, committed: StageLog, stages: int) -> Entry | None:
     """The committed sent message or checkpoint, earliest in causal order, that the replay
     did not reproduce (over the replay's steps; checkpoints where both have one)."""
-    mine = {e.key: e for e in replayed.entries if e.sent}
+    mine, theirs = {e.key: e for e in replayed.entries if e.sent}, committed.sent()
     steps = {e.step for e in replayed.entries if e.kind != Kind.CHECKPOINT}
     bad = [e for e in committed.entries if e.sent and (
         (e.kind == Kind.CHECKPOINT and e.key in mine and mine[e.key].hash != e.hash)
         or (e.kind != Kind.CHECKPOINT and e.step in steps and (e.key not in mine or mine[e.key].hash != e.hash)))]
-    bad += [e for e in mine.values() if e.kind != Kind.CHECKPOINT and e.key not in committed.sent()]
+    bad += [e for e in mine.values() if e.kind != Kind.CHECKPOINT and e.key not in theirs]
     return min(bad, key=lambda e: causal_position(e, stages), default=None)
 
 
