@@ -16,7 +16,7 @@ export PATH := $(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export SOLCX_BINARY_PATH := $(SOLCX_DIR)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup test demo gas bench-repro bench-lm bench-load bench deploy compile clean distclean
+.PHONY: help setup test demo gas bench-repro bench-lm bench-pipeline bench-load bench deploy compile clean distclean
 .PHONY: forge-test fuzz audit economics
 
 help: ## List the targets
@@ -80,6 +80,9 @@ bench-repro: setup ## Print stock vs repro (float64 route, int8 engine at 2 and 
 
 bench-lm: setup ## Print the demo LM stock vs repro vs through the market (bits per byte, wall time, memory) and the LM's step ratio (bench/lm.py, ~6 min)
 	$(PY) bench/lm.py
+
+bench-pipeline: setup ## Print a 3-stage pipelined LM step vs one process: wall time, bytes between stages, per-stage memory (bench/pipeline.py, ~1 min)
+	$(PY) bench/pipeline.py
 
 economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~20 min)
 	$(PY) bench/economics.py

@@ -96,6 +96,11 @@ class DatasetError(TrainingError, ValueError):
     """A dataset, shard or test set cannot be read or does not fit the job."""
 
 
+class PipelineError(TrainingError, ValueError):
+    """A pipelined job's split or schedule cannot run as asked (layer boundaries, a model
+    kind that does not split, a stage message that does not match its hash)."""
+
+
 # --- chain ----------------------------------------------------------------------------
 
 

@@ -59,17 +59,23 @@ def encode_checkpoint(ckpt: Checkpoint) -> bytes:
     out = [MAGIC, struct.pack("<Q", ckpt.step), bytes(ckpt.rng_key),
            struct.pack("<I", len(ckpt.tensors))]
     for name in sorted(ckpt.tensors, key=lambda n: n.encode()):
-        t = ckpt.tensors[name].detach()
-        if t.dtype not in _DTYPES:
-            raise CheckpointError(f"{name}: unsupported dtype {t.dtype}")
-        code, np_dtype = _DTYPES[t.dtype]
-        raw = name.encode()
-        if not raw or len(raw) > 0xFFFF or t.dim() > 255:
-            raise CheckpointError(f"{name}: bad name or rank")
-        out.append(struct.pack("<H", len(raw)) + raw + struct.pack("<BB", code, t.dim()))
-        out.append(struct.pack(f"<{t.dim()}Q", *t.shape))
-        out.append(t.cpu().contiguous().numpy().astype(np_dtype, copy=False).tobytes())
+        out.append(encode_tensor(name, ckpt.tensors[name]))
     return b"".join(out)
+
+
+def encode_tensor(name: str, t: torch.Tensor) -> bytes:
+    """One named tensor's record: name length and UTF-8 name, dtype code, rank, shape,
+    little-endian data (a checkpoint's tensors, a pipeline message's)."""
+    t = t.detach()
+    if t.dtype not in _DTYPES:
+        raise CheckpointError(f"{name}: unsupported dtype {t.dtype}")
+    code, np_dtype = _DTYPES[t.dtype]
+    raw = name.encode()
+    if not raw or len(raw) > 0xFFFF or t.dim() > 255:
+        raise CheckpointError(f"{name}: bad name or rank")
+    return b"".join([struct.pack("<H", len(raw)) + raw + struct.pack("<BB", code, t.dim()),
+                     struct.pack(f"<{t.dim()}Q", *t.shape),
+                     t.cpu().contiguous().numpy().astype(np_dtype, copy=False).tobytes()])
 
 
 def checkpoint_hash(ckpt_or_bytes) -> bytes:
@@ -97,6 +103,15 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
     (step,) = struct.unpack("<Q", take(8))
     rng_key = take(32)
     (count,) = struct.unpack("<I", take(4))
+    tensors = read_tensors(take, count, len(data))
+    if pos != len(data):
+        raise CheckpointError(f"{len(data) - pos} trailing bytes after the last tensor")
+    return Checkpoint(step, rng_key, tensors)
+
+
+def read_tensors(take, count: int, size: int) -> dict[str, torch.Tensor]:
+    """``count`` records written by :func:`encode_tensor`, names sorted and unique, read
+    with ``take(n)`` (the next ``n`` bytes of a buffer of ``size`` bytes)."""
     tensors: dict[str, torch.Tensor] = {}
     previous = None
     for _ in range(count):
@@ -116,13 +131,11 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
         shape = struct.unpack(f"<{ndim}Q", take(8 * ndim))
         count_el = int(np.prod(shape, dtype=np.uint64)) if ndim else 1
         nbytes = count_el * np.dtype(np_dtype).itemsize
-        if nbytes > len(data):
+        if nbytes > size:
             raise CheckpointError(f"{name}: shape {shape} larger than the checkpoint")
         arr = np.frombuffer(take(nbytes), dtype=np_dtype).reshape(shape)
         tensors[name] = torch.from_numpy(arr.astype(arr.dtype.newbyteorder("="), copy=True))
-    if pos != len(data):
-        raise CheckpointError(f"{len(data) - pos} trailing bytes after the last tensor")
-    return Checkpoint(step, rng_key, tensors)
+    return tensors
 
 
 def load_checkpoint(data: bytes, expected_hash: bytes | None = None) -> Checkpoint:

@@ -149,33 +149,53 @@ class TransformerLM(nn.Module):
             self.load_state_dict({k: v.clone() for k, v in params.items()})
 
     def forward(self, ids: torch.Tensor, step: ReproStep | None = None) -> torch.Tensor:
-        spec = self.spec
-        b, t = ids.shape
-        h, dh = spec.n_heads, spec.head_dim
-        key, first = self.dropout_key, step.offset if step is not None else 0
-
-        def drop(x, site):
-            return dropout(x, spec.dropout, key, site, first)
-
-        positions = torch.arange(t, device=ids.device).expand(b, t)
-        x = embedding(ids, self.tok_emb, step, "tok_emb") + embedding(positions, self.pos_emb, step, "pos_emb")
-        x = drop(x, "emb")
+        x = lm_embed(self, ids, step)
         for i, blk in enumerate(self.blocks):
-            p = f"blocks.{i}."
-            a = layer_norm(x, blk.ln1.weight, blk.ln1.bias, LN_EPS, step, p + "ln1")
-            qkv = linear(a, blk.attn.qkv.weight, blk.attn.qkv.bias, step, p + "attn.qkv")
-            q, k, v = qkv.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4).unbind(0)
-            a = causal_attention(q.contiguous(), k.contiguous(), v.contiguous(), step)
-            a = a.transpose(1, 2).reshape(b, t, spec.d_model)
-            x = x + drop(linear(a, blk.attn.proj.weight, blk.attn.proj.bias, step, p + "attn.proj"), p + "attn")
-            a = layer_norm(x, blk.ln2.weight, blk.ln2.bias, LN_EPS, step, p + "ln2")
-            a = gelu(linear(a, blk.mlp.fc.weight, blk.mlp.fc.bias, step, p + "mlp.fc"), step)
-            x = x + drop(linear(a, blk.mlp.proj.weight, blk.mlp.proj.bias, step, p + "mlp.proj"), p + "mlp")
-        x = layer_norm(x, self.ln_f.weight, self.ln_f.bias, LN_EPS, step, "ln_f")
-        return linear(x, self.tok_emb, None, step, "head", weight_name="tok_emb")
+            x = lm_block(self, i, blk, x, step)
+        return lm_head(self, x, step)
 
     def loss(self, ids: torch.Tensor, targets: torch.Tensor, step: ReproStep | None = None,
              total_rows: int | None = None, losses: list | None = None) -> torch.Tensor:
         """Mean next-byte cross-entropy (repro: the placeholder to call ``backward`` on)."""
         logits = self.forward(ids, step)
         return cross_entropy(logits.reshape(-1, self.spec.vocab), targets.reshape(-1), step, total_rows, losses)
+
+
+# The model's pieces, shared by TransformerLM and a pipeline's stages (pipeline/split.py):
+# ``m`` is any module with ``spec``, ``dropout_key`` and the parameters a piece reads
+# (``tok_emb``, ``pos_emb``; ``ln_f`` and ``tok_emb`` for the head), under the same names.
+
+
+def _drop(m: nn.Module, x: torch.Tensor, site: str, step: ReproStep | None) -> torch.Tensor:
+    return dropout(x, m.spec.dropout, m.dropout_key, site, step.offset if step is not None else 0)
+
+
+def lm_embed(m: nn.Module, ids: torch.Tensor, step: ReproStep | None) -> torch.Tensor:
+    """Token plus position embeddings of byte ids (B, T), dropped at site ``emb``: (B, T, d)."""
+    b, t = ids.shape
+    positions = torch.arange(t, device=ids.device).expand(b, t)
+    x = embedding(ids, m.tok_emb, step, "tok_emb") + embedding(positions, m.pos_emb, step, "pos_emb")
+    return _drop(m, x, "emb", step)
+
+
+def lm_block(m: nn.Module, i: int, blk: nn.Module, x: torch.Tensor, step: ReproStep | None) -> torch.Tensor:
+    """Pre-LayerNorm block ``i`` (parameters ``blocks.{i}.*`` in ``blk``) on the residual stream (B, T, d)."""
+    spec = m.spec
+    b, t, _ = x.shape
+    h, dh = spec.n_heads, spec.head_dim
+    p = f"blocks.{i}."
+    a = layer_norm(x, blk.ln1.weight, blk.ln1.bias, LN_EPS, step, p + "ln1")
+    qkv = linear(a, blk.attn.qkv.weight, blk.attn.qkv.bias, step, p + "attn.qkv")
+    q, k, v = qkv.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4).unbind(0)
+    a = causal_attention(q.contiguous(), k.contiguous(), v.contiguous(), step)
+    a = a.transpose(1, 2).reshape(b, t, spec.d_model)
+    x = x + _drop(m, linear(a, blk.attn.proj.weight, blk.attn.proj.bias, step, p + "attn.proj"), p + "attn", step)
+    a = layer_norm(x, blk.ln2.weight, blk.ln2.bias, LN_EPS, step, p + "ln2")
+    a = gelu(linear(a, blk.mlp.fc.weight, blk.mlp.fc.bias, step, p + "mlp.fc"), step)
+    return x + _drop(m, linear(a, blk.mlp.proj.weight, blk.mlp.proj.bias, step, p + "mlp.proj"), p + "mlp", step)
+
+
+def lm_head(m: nn.Module, x: torch.Tensor, step: ReproStep | None) -> torch.Tensor:
+    """The final LayerNorm and the output projection tied to ``tok_emb``: logits (B, T, vocab)."""
+    x = layer_norm(x, m.ln_f.weight, m.ln_f.bias, LN_EPS, step, "ln_f")
+    return linear(x, m.tok_emb, None, step, "head", weight_name="tok_emb")

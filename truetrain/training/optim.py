@@ -81,8 +81,10 @@ def init_state(spec: OptimizerSpec, params: dict[str, torch.Tensor], stock: bool
     return state
 
 
-def repro_update(spec: OptimizerSpec, params, grads, state) -> None:
-    """One reproducible update of ``params`` and ``state`` in place."""
+def repro_update(spec: OptimizerSpec, params, grads, state, clip: torch.Tensor | None = None) -> None:
+    """One reproducible update of ``params`` and ``state`` in place. ``clip``: adamw's clip
+    factor where it is computed over more gradients than ``grads`` (a pipeline's stages
+    share one over all theirs, ``pipeline/stage.py``); by default it is ``grads``'s own."""
     lr, wd = _f32(spec.lr), _f32(spec.weight_decay)
     if spec.kind == "sgd":
         mu = _f32(spec.momentum)
@@ -103,7 +105,7 @@ def repro_update(spec: OptimizerSpec, params, grads, state) -> None:
         state["lr_step"].fill_(step + 1)
         decay = _f32(lr * wd)  # p -= p * (lr * wd): the weight decay, apart from the gradient
         if spec.clip_norm:
-            factor = clip_factor([grads[name] for name in params], spec.clip_norm)
+            factor = clip if clip is not None else clip_factor([grads[name] for name in params], spec.clip_norm)
             grads = {name: grads[name] * factor for name in params}
     b1, b2, eps = _f32(spec.betas[0]), _f32(spec.betas[1]), _f32(spec.eps)
     omb1, omb2 = _f32(np.float32(1) - np.float32(b1)), _f32(np.float32(1) - np.float32(b2))

@@ -52,20 +52,45 @@ def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + cos_pi(progress))
 
 
+def square_terms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each gradient's squares, flat float64 (exact)."""
+    return [g.to(F64).square().reshape(-1) for g in grads]
+
+
+def square_grid(largest: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(up, down)``: the power-of-two grid on which ``count`` squares, the largest
+    ``largest``, sum exactly as integers."""
+    return power_scales(largest, EXACT_BITS - ceil_log2(count))
+
+
+def grid_sum(squares: list[torch.Tensor], up: torch.Tensor) -> torch.Tensor:
+    """float64 0-dim integer sum of ``squares`` rounded onto the grid ``up`` (exact; so
+    partial sums over any grouping, such as a pipeline's stages, add to the same bits)."""
+    return torch.stack([torch.mul(s, up).round_().sum() for s in squares]).sum()
+
+
+def norm_of_sum(total: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+    """The L2 norm from the grid's integer sum of squares: ``sqrt64(total * down)``."""
+    return sqrt64(total.add_(0.0).mul_(down))
+
+
 def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     """float64 0-dim L2 norm of all ``grads`` together, the same bits in any order: squares
     (exact in float64) quantised to one power-of-two grid set by the largest, summed as
     integers (exact), then the deterministic square root ``sqrt64``."""
-    squares = [g.to(F64).square().reshape(-1) for g in grads]
+    squares = square_terms(grads)
     count = sum(s.numel() for s in squares)
     largest = torch.stack([s.amax() for s in squares]).amax()
-    up, down = power_scales(largest, EXACT_BITS - ceil_log2(count))
-    total = torch.stack([torch.mul(s, up).round_().sum() for s in squares]).sum()
-    return sqrt64(total.add_(0.0).mul_(down))
+    up, down = square_grid(largest, count)
+    return norm_of_sum(grid_sum(squares, up), down)
+
+
+def clip_of_norm(norm: torch.Tensor, clip_norm: float) -> torch.Tensor:
+    """float32 0-dim ``min(1, clip_norm / (norm + 1e-6))`` (float64, rounded once)."""
+    return (clip_norm / (norm + CLIP_EPS)).clamp_max(1.0).to(F32)
 
 
 def clip_factor(grads: list[torch.Tensor], clip_norm: float) -> torch.Tensor:
     """float32 0-dim ``min(1, clip_norm / (norm + 1e-6))`` (each step in float64, rounded
     once to float32)."""
-    norm = global_norm(grads)
-    return (clip_norm / (norm + CLIP_EPS)).clamp_max(1.0).to(F32)
+    return clip_of_norm(global_norm(grads), clip_norm)

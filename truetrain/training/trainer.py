@@ -68,18 +68,14 @@ def _check_params(manifest: Manifest, params: dict[str, torch.Tensor]) -> None:
                                   f"{params[name].dtype} {tuple(params[name].shape)}")
 
 
-class TrainRun:
-    """Live training state on one device, advanced one step at a time.
+class BatchFeed:
+    """A shard's training batches on a device: batch ``t`` of a task is a pure function of
+    (shard, task RNG key, t). For a language model, windows of ``seq_len + 1`` bytes
+    (inputs and their next bytes); for a classifier, rows and labels."""
 
-    ``engine`` overrides the device's GEMM engine (benchmarks compare routes in one
-    process); every engine gives the same bits.
-    """
-
-    def __init__(self, manifest: Manifest, shard, ckpt: Checkpoint, *,
-                 device=None, micro_batch: int | None = None, engine: GemmEngine | None = None):
-        self.m = manifest
+    def __init__(self, manifest: Manifest, shard, device):
         spec = manifest.model
-        self.device = torch.device(device or "cpu")
+        self.m, self.device = manifest, device
         self.lm = spec.kind == "lm"
         if self.lm:
             if not isinstance(shard, TextShard) or len(shard) < spec.seq_len + 1:
@@ -96,6 +92,33 @@ class TrainRun:
             self.x = torch.from_numpy(shard.x).to(self.device)
             self.y = torch.from_numpy(shard.y).to(self.device)
             self.n = len(shard)
+        self._perm_cache: dict = {}
+
+    def batch(self, rng_key: bytes, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(inputs, targets)`` of step ``step``."""
+        idx = batch_indices(rng_key, self.n, self.m.batch_size, step, self._perm_cache)
+        idx = torch.from_numpy(idx).to(self.device)
+        if self.lm:
+            seq = self.m.model.seq_len
+            window = self.tokens[idx.unsqueeze(1) + torch.arange(seq + 1, device=self.device)].long()
+            return window[:, :-1], window[:, 1:]
+        return self.x.index_select(0, idx), self.y.index_select(0, idx)
+
+
+class TrainRun:
+    """Live training state on one device, advanced one step at a time.
+
+    ``engine`` overrides the device's GEMM engine (benchmarks compare routes in one
+    process); every engine gives the same bits.
+    """
+
+    def __init__(self, manifest: Manifest, shard, ckpt: Checkpoint, *,
+                 device=None, micro_batch: int | None = None, engine: GemmEngine | None = None):
+        self.m = manifest
+        spec = manifest.model
+        self.device = torch.device(device or "cpu")
+        self.lm = spec.kind == "lm"
+        self.feed = BatchFeed(manifest, shard, self.device)
         self.step, self.rng_key = ckpt.step, ckpt.rng_key
         self.micro_batch = micro_batch
         params = ckpt.group("model")
@@ -106,7 +129,6 @@ class TrainRun:
             raise CheckpointError(f"optimizer state {sorted(state)} does not match "
                                   f"{manifest.optimizer.kind}'s {sorted(fresh)}")
         self.state = {k: v.to(self.device).clone() for k, v in state.items()}
-        self._perm_cache: dict = {}
         self._losses: list = []
         if manifest.repro:  # the module's parameters are the ones updated
             self.module = build_model(spec, params).to(self.device)
@@ -117,18 +139,8 @@ class TrainRun:
             self.module = build_model(spec, self.params).to(self.device)
             self.opt = build_stock_optimizer(manifest.optimizer, self.module, self.state)
 
-    def _batch(self):
-        idx = batch_indices(self.rng_key, self.n, self.m.batch_size, self.step,
-                            self._perm_cache)
-        idx = torch.from_numpy(idx).to(self.device)
-        if self.lm:  # windows of seq_len + 1 bytes: inputs and their next bytes
-            seq = self.m.model.seq_len
-            window = self.tokens[idx.unsqueeze(1) + torch.arange(seq + 1, device=self.device)].long()
-            return window[:, :-1], window[:, 1:]
-        return self.x.index_select(0, idx), self.y.index_select(0, idx)
-
     def run_step(self) -> None:
-        xb, yb = self._batch()
+        xb, yb = self.feed.batch(self.rng_key, self.step)
         if self.lm and self.m.model.dropout:  # this step's dropout mask
             self.module.dropout_key = subkey(self.rng_key, DROPOUT_DOMAIN, self.step)
         if self.m.repro:

@@ -1,0 +1,27 @@
+"""Pipeline-parallel repro training: a model split by layers into stages, each stage's
+step a pure function of hash-addressed inputs, a GPipe schedule whose result equals the
+single-process run bit for bit, and the replay of one stage alone (issue 17).
+
+* ``split.py``: the plan (explicit or balanced by parameter count), stage modules, the
+  tied embedding's replica, stage checkpoints;
+* ``wire.py``: messages (activations, gradients, the tied gradient, the global norm's
+  parts) as keccak-addressed bytes, the per-stage logs, divergence and broken links;
+* ``stage.py``: one stage's step in phases (batch-wide maxima across micro-batches,
+  exact global-norm clipping across stages);
+* ``run.py``: the GPipe schedule in one process, a pipelined task;
+* ``replay.py``: one stage replayed alone from its committed inputs, and its audit.
+"""
+
+from .replay import audit_stage, first_mismatch, replay_micro_batch, replay_stage
+from .run import PipelineRun, pipeline_step, run_pipeline_task, train_pipelined
+from .split import (StagePlan, build_stage_module, merge_checkpoints, model_units, split_at, split_by_params,
+                    stage_checkpoint)
+from .stage import Stage, micro_slices
+from .wire import (Divergence, Entry, Kind, Message, MessageStore, StageLog, broken_links, entry_leaf,
+                   first_divergence, log_leaves, log_root)
+
+__all__ = ["Divergence", "Entry", "Kind", "Message", "MessageStore", "PipelineRun", "Stage", "StageLog", "StagePlan",
+           "audit_stage", "broken_links", "build_stage_module", "entry_leaf", "first_divergence", "first_mismatch",
+           "log_leaves", "log_root", "merge_checkpoints", "micro_slices", "model_units", "pipeline_step",
+           "replay_micro_batch", "replay_stage", "run_pipeline_task", "split_at", "split_by_params",
+           "stage_checkpoint", "train_pipelined"]
