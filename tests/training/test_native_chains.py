@@ -31,7 +31,7 @@ def threads():
 def test_chains_largeTensors_anyThreadCount_torchOpsBits(threads):
     assert native.ready()
     gen = torch.Generator().manual_seed(5)
-    x = torch.randn(512, 300, generator=gen) * 3  # past SPLIT_ELEMENTS: split by rows
+    x = torch.randn(512, 300, generator=gen) * 3
     g = torch.randn(512, 300, generator=gen)
     s = torch.randn(8, 96, 96, generator=gen) * 20
     gain, shift = torch.randn(300, generator=gen), torch.randn(300, generator=gen)

@@ -5,26 +5,19 @@ rounding around attention's exact products: each is one vectorised pass in C whe
 torch takes some forty and a compiled kernel still spends most of its time on the table
 gathers and the bit tricks of ``exp64``. They are built into the same library as
 :mod:`native`'s kernels, self-tested with them against the torch ops bit for bit, and used
-by fused engines (the default) on float32 CPU tensors of any size. Large tensors are split
-by rows across ``torch.get_num_threads()`` threads (every value depends on its own row
-only, so the split changes no bit; ctypes lets go of the GIL during each call).
+by fused engines (the default) on float32 CPU tensors of any size, single-threaded.
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from . import native
 
 F32, F64 = torch.float32, torch.float64
-#: Rows of work below which one thread does it all (a thread hand-off costs more).
-SPLIT_ELEMENTS = 1 << 16
-_pool: ThreadPoolExecutor | None = None
 _consts: dict[str, torch.Tensor] = {}
 
 
@@ -67,17 +60,11 @@ def _const(name: str) -> torch.Tensor:
 
 
 def _split(rows: int, per_row: int, run) -> None:
-    """``run(lo, hi)`` over ``[0, rows)``: in one piece, or in one slice per torch thread."""
-    threads = min(torch.get_num_threads(), os.cpu_count() or 1, rows)
-    if threads <= 1 or rows * per_row < SPLIT_ELEMENTS:
-        run(0, rows)
-        return
-    global _pool
-    if _pool is None or _pool._max_workers < threads:
-        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tt-chain")
-    step = -(-rows // threads)
-    for f in [_pool.submit(run, lo, min(rows, lo + step)) for lo in range(0, rows, step)]:
-        f.result()
+    """``run(lo, hi)`` over ``[0, rows)``, in one call on this thread. (Split across a pool
+    of Python threads, these kernels ran slower at 2 threads than in one piece: torch's own
+    threads spin between its parallel regions and take the cores back. The row ranges are
+    kept so that a split, where it pays, changes no bit.)"""
+    run(0, rows)
 
 
 def _lib():
