@@ -73,7 +73,7 @@ def test_faultyChainBuild_refused_torchOpsRun_sameBits(monkeypatch, tmp_path, ca
     caplog.set_level(logging.INFO, logger="truetrain.training.native")
     assert not native.ready()
     [record] = caplog.records
-    assert record.getMessage().startswith("exact C kernels refused (tt_gelu differs)")
+    assert record.getMessage().startswith("exact C kernels refused (tt_gelu_slope differs)")
     assert not native_chains.usable(torch.ones(1), True)
     got = _gradients(GemmEngine("cpu", "int8", fuse=True))
     assert all(torch.equal(got[k], want[k]) for k in want)

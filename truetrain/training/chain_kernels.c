@@ -64,39 +64,9 @@ static void erf_block(const double *v, double s, int64_t m, const double *table,
     }
 }
 
-/* elementwise.gelu_forward: float32(x * (0.5 * (1 + erf(x / sqrt 2)))) for x[lo:hi] */
-void tt_gelu(const float *x, int64_t lo, int64_t hi, const double *table, int deg, double inv_sqrt2, float *out) {
-    double v[BLK], e[BLK];
-    for (int64_t i = lo; i < hi; i += BLK) {
-        int64_t m = hi - i < BLK ? hi - i : BLK;
-        for (int64_t j = 0; j < m; j++) v[j] = (double)x[i + j];
-        erf_block(v, inv_sqrt2, m, table, deg, e);
-        for (int64_t j = 0; j < m; j++) out[i + j] = (float)(v[j] * (0.5 * (1.0 + e[j])));
-    }
-}
-
-/* elementwise.gelu_backward: float32(g * (Phi(x) + x * phi(x))) for [lo:hi] */
-void tt_gelu_backward(const float *x, const float *g, int64_t lo, int64_t hi, const double *table, int deg,
-                      const double *coeffs, double inv_sqrt2, double inv_sqrt_2pi, float *out) {
-    double v[BLK], e[BLK], q[BLK];
-    for (int64_t i = lo; i < hi; i += BLK) {
-        int64_t m = hi - i < BLK ? hi - i : BLK;
-        for (int64_t j = 0; j < m; j++) {
-            v[j] = (double)x[i + j];
-            q[j] = -0.5 * (v[j] * v[j]);
-        }
-        erf_block(v, inv_sqrt2, m, table, deg, e);
-        exp_block(q, m, coeffs);
-        for (int64_t j = 0; j < m; j++) {
-            double cdf = 0.5 * (1.0 + e[j]);
-            double pdf = q[j] * inv_sqrt_2pi;
-            out[i + j] = (float)((double)g[i + j] * (cdf + v[j] * pdf));
-        }
-    }
-}
-
-/* tt_gelu, and the slope g-free part of tt_gelu_backward kept for the backward (float64
- * Phi(x) + x * phi(x), as elementwise.gelu_backward forms it) */
+/* elementwise.gelu_forward for [lo:hi], float32(x * (0.5 * (1 + erf(x / sqrt 2)))), and the
+ * slope its backward multiplies the gradient by, kept (float64 Phi(x) + x * phi(x), as
+ * elementwise.gelu_backward forms it) */
 void tt_gelu_slope(const float *x, int64_t lo, int64_t hi, const double *table, int deg, const double *coeffs,
                    double inv_sqrt2, double inv_sqrt_2pi, float *out, double *slope) {
     double v[BLK], e[BLK], q[BLK];

@@ -1,8 +1,9 @@
 """The transformer's float64 chains as exact C kernels on CPUs (``chain_kernels.c``).
 
-GELU and its gradient, attention's causal softmax and its gradient, and the quantising and
-rounding around attention's exact products: each is one vectorised pass in C where eager
-torch takes some forty and a compiled kernel still spends most of its time on the table
+GELU (keeping the slope its backward needs), LayerNorm and its gradient, attention's causal
+softmax and its gradient, the column sums of bias and gain gradients, and the quantising
+and rounding around attention's exact products: each is one vectorised pass in C where
+eager torch takes some forty and a compiled kernel still spends most of its time on the table
 gathers and the bit tricks of ``exp64``. They are built into the same library as
 :mod:`native`'s kernels, self-tested with them against the torch ops bit for bit, and used
 by fused engines (the default) on float32 CPU tensors of any size, single-threaded.
@@ -24,8 +25,6 @@ _consts: dict[str, torch.Tensor] = {}
 def declare(lib: ctypes.CDLL) -> None:
     """The C signatures (called by :func:`native._load`)."""
     p, i64, i32, dbl, flt = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double, ctypes.c_float
-    lib.tt_gelu.argtypes = [p, i64, i64, p, i32, dbl, p]
-    lib.tt_gelu_backward.argtypes = [p, p, i64, i64, p, i32, p, dbl, dbl, p]
     lib.tt_softmax_causal.argtypes = [p, i64, i64, i64, i32, p, p, p]
     lib.tt_softmax_backward.argtypes = [p, p, i64, i64, i64, i64, flt, p, p]
     lib.tt_finish_batched.argtypes = [p, i64, i64, i64, i64, p, p, p]
@@ -38,8 +37,7 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.tt_column_sums.argtypes = [p, i64, i64, i64, i64, i32, p, p, p]
     for name in ("tt_ln_forward", "tt_ln_backward", "tt_column_sums"):
         getattr(lib, name).restype = None
-    for name in ("tt_gelu", "tt_gelu_backward", "tt_softmax_causal", "tt_softmax_backward", "tt_finish_batched",
-                 "tt_gelu_slope", "tt_times_slope"):
+    for name in ("tt_softmax_causal", "tt_softmax_backward", "tt_finish_batched", "tt_gelu_slope", "tt_times_slope"):
         getattr(lib, name).restype = None
 
 
@@ -69,33 +67,6 @@ def _split(rows: int, per_row: int, run) -> None:
 
 def _lib():
     return native._state["lib"]
-
-
-def gelu(x: torch.Tensor) -> torch.Tensor:
-    """``elementwise.gelu_forward``."""
-    from .ops.elementwise import _INV_SQRT2
-    from .repro_special import _ERF_DEGREE
-
-    x = x.contiguous()
-    out = torch.empty_like(x)
-    table = _const("erf")
-    _split(x.numel(), 1, lambda lo, hi: _lib().tt_gelu(x.data_ptr(), lo, hi, table.data_ptr(), _ERF_DEGREE,
-                                                       _INV_SQRT2, out.data_ptr()))
-    return out
-
-
-def gelu_backward(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """``elementwise.gelu_backward``."""
-    from .ops.elementwise import _INV_SQRT2, _INV_SQRT_2PI
-    from .repro_special import _ERF_DEGREE
-
-    x, g = x.contiguous(), g.contiguous()
-    out = torch.empty_like(x)
-    table, coeffs = _const("erf"), _const("exp")
-    _split(x.numel(), 1, lambda lo, hi: _lib().tt_gelu_backward(
-        x.data_ptr(), g.data_ptr(), lo, hi, table.data_ptr(), _ERF_DEGREE, coeffs.data_ptr(), _INV_SQRT2,
-        _INV_SQRT_2PI, out.data_ptr()))
-    return out
 
 
 def gelu_slope(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -240,8 +211,8 @@ def column_sums(v: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]
 
 
 #: intgemm_fused kernel names served here.
-KERNELS = {"gelu": gelu, "gelu_backward": gelu_backward, "softmax_causal": softmax_causal,
-           "softmax_backward": softmax_backward, "ln_forward": ln_forward, "ln_backward": ln_backward}
+KERNELS = {"softmax_causal": softmax_causal, "softmax_backward": softmax_backward, "ln_forward": ln_forward,
+           "ln_backward": ln_backward}
 
 
 def self_test(gen: torch.Generator, same) -> str | None:
@@ -254,10 +225,6 @@ def self_test(gen: torch.Generator, same) -> str | None:
     x = torch.cat([torch.randn(300, generator=gen) * 3, special])
     g = torch.randn(x.numel(), generator=gen)
     g[:3] = torch.tensor([-0.0, math.inf, math.nan])
-    if not same(gelu(x), elementwise.gelu_forward(x)):
-        return "tt_gelu differs"
-    if not same(gelu_backward(x, g), elementwise.gelu_backward(x, g)):
-        return "tt_gelu_backward differs"
     y, slope = gelu_slope(x)
     if not (same(y, elementwise.gelu_forward(x)) and same(times_slope(g, slope), elementwise.gelu_backward(x, g))):
         return "tt_gelu_slope differs"
