@@ -238,10 +238,15 @@ MIN_ELEMENTS = 1 << 18
 _override = threading.local()
 
 
+def min_elements() -> int:
+    """The size from which compiled kernels run, in this thread (:func:`every_size` lowers it)."""
+    return getattr(_override, "min_elements", MIN_ELEMENTS)
+
+
 def worth_it(fuse: bool, elements: int, device: torch.device | str = "cpu") -> bool:
     """Whether to run a compiled kernel on a tensor of ``elements`` on ``device``: asked to,
     large enough, and the device's compiled kernels passed their self-test."""
-    return fuse and elements >= getattr(_override, "min_elements", MIN_ELEMENTS) and ready(device)
+    return fuse and elements >= min_elements() and ready(device)
 
 
 _verified: dict[str, str | None] = {}  # device -> None (compiled kernels exact) or the reason not

@@ -131,6 +131,8 @@ def small(t: torch.Tensor, fuse: bool) -> bool:
         return False
     from . import intgemm_fused  # (imports this module)
 
+    if t.numel() < intgemm_fused.min_elements():  # the common case, asked many times a step
+        return ready()
     return not intgemm_fused.worth_it(True, t.numel(), t.device) and ready()
 
 
