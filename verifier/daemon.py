@@ -17,6 +17,9 @@ probability ``sample_rate`` by a hash of task id and address, so a restart picks
 ones): replay the task while the window is open; a mismatch on a ``repro`` job is
 challenged at once with the replay's root (bond = the task's collateral, from free stake).
 
+A new job (``JobCreated``): a warm-up step of its model when the model compiles kernels
+(truetrain.daemon.warmup), so that a later audit's clock does not pay for compiling.
+
 Games where this verifier is the challenger are driven by
 :class:`~truetrain.dispute.GameDriver` with the replay's published checkpoints. Referee
 duty (``RefereesDrawn`` names it): replay the disputed interval, persist vote and salt,
@@ -29,6 +32,7 @@ import logging
 
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
+from truetrain.daemon.warmup import WarmUps
 from truetrain.dispute import GameStatus, Vote, opening_claims, referee_vote, vote_commitment
 from truetrain.hashing import keccak256
 from truetrain.market import (ROLE_VERIFIER, TaskStatus, audit_commitment, compute_task, decode_task_id, new_salt,
@@ -38,6 +42,8 @@ from truetrain.market.faulty import faulty_result
 log = logging.getLogger("verifier")
 
 AUDIT, SAMPLE, CHALLENGE, REFEREE, OPEN_GAME = "audit", "sample", "challenge", "referee", "open-game"
+#: A warm-up for a new job's model (truetrain.daemon.warmup), before an audit can be drawn.
+WARM = "warm-up"
 #: A replay kept only for its trace (a game we opened elsewhere, e.g. with `truetrain challenge`).
 TRACE = "trace"
 SETTLED = {TaskStatus.CHALLENGE_WINDOW: "match", TaskStatus.FINALIZED: "match", TaskStatus.DISPUTED: "mismatch"}
@@ -48,8 +54,12 @@ class VerifierDaemon(Daemon):
     role = "verifier"
     role_bits = ROLE_VERIFIER
     #: Games and committees have clocks; audits and samples replay whole tasks (slow).
-    kinds = (CHALLENGE, OPEN_GAME, REFEREE, AUDIT, SAMPLE)
-    slow_kinds = frozenset({AUDIT, SAMPLE})
+    kinds = (CHALLENGE, OPEN_GAME, REFEREE, AUDIT, SAMPLE, WARM)
+    slow_kinds = frozenset({AUDIT, SAMPLE, WARM})
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.warmups = WarmUps(self)
 
     def on_event(self, event) -> None:
         args, me = event.args, self.address.lower()
@@ -62,6 +72,8 @@ class VerifierDaemon(Daemon):
             self.book.open(args["taskId"], OPEN_GAME)
         elif event.event == "DisputeOpened" and args["challenger"].lower() == me:
             self.book.open(args["gameId"], CHALLENGE)
+        elif event.event == "JobCreated":
+            self.book.open(args["jobId"], WARM)
         elif event.event == "RefereesDrawn" and me in (r.lower() for r in args["referees"]):
             self.book.open(args["gameId"] << 8 | args["committee"], REFEREE)
             log.info("drawn as referee", extra={"game": args["gameId"], "committee": args["committee"]})
@@ -75,7 +87,12 @@ class VerifierDaemon(Daemon):
 
     def step(self, entry: Entry) -> None:
         {AUDIT: self.audit, SAMPLE: self.sample, CHALLENGE: self.play, REFEREE: self.referee,
-         OPEN_GAME: self.open_audit_game}[entry.kind](entry)
+         OPEN_GAME: self.open_audit_game, WARM: self.warm}[entry.kind](entry)
+
+    def warm(self, entry: Entry) -> None:
+        """A new job: one step of its model if it compiles kernels, before audits are drawn."""
+        self.warmups.ensure(entry.task_id)
+        self.book.close_entry(entry.task_id, WARM, "done")
 
     # --- audits and samples -------------------------------------------------------------
 

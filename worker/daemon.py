@@ -2,7 +2,8 @@
 
 ``step`` reads the task from the chain and does the one thing its state asks for:
 
-* Offered  → accept, if the job fits this machine (device class, memory);
+* Offered  → accept, if the job fits this machine (device class, memory), after a warm-up
+  step of a model that compiles kernels (truetrain.daemon.warmup);
 * Running  → compute the result (train a shard, or aggregate the round) and publish it in
   the background lane (truetrain.daemon.lane; the loop keeps defending games meanwhile),
   persist root, CID and a fresh salt, then commit; a restart finds them in the book and
@@ -27,11 +28,11 @@ import time
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
 from truetrain.daemon.devices import DevicePool
+from truetrain.daemon.warmup import WarmUps
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
                               publish_result, result_commitment)
 from truetrain.market.compute import ComputedResult
 from truetrain.market.faulty import WithholdingStore, faulty_result
-from truetrain.training import needs_warm_up, warm_up
 from truetrain.training.memory import offer_refusal
 
 log = logging.getLogger("worker")
@@ -52,8 +53,7 @@ class WorkerDaemon(Daemon):
         super().__init__(settings)
         #: The device of each of the up to max_concurrent tasks training at once.
         self.devices = DevicePool(self.device, self.lane_threads())
-        #: Model shapes this process has run a step of (see :meth:`warm_up`).
-        self.warmed: set = set()
+        self.warmups = WarmUps(self, self.devices.acquire)
 
     def on_event(self, event) -> None:
         args, mine = event.args, event.args.get("worker", "").lower() == self.address.lower()
@@ -113,7 +113,7 @@ class WorkerDaemon(Daemon):
                 self.book.close_entry(entry.task_id, WORK, "lost", refusal)
                 log.warning("declined offer: %s", refusal, extra=ident)
                 return
-            self.warm_up(task.job_id)
+            self.warmups.ensure(task.job_id)  # before the compute window's clock starts
             self.send("acceptTask", market.acceptTask(entry.task_id))
         elif task.status == TaskStatus.RUNNING:
             entry = self.ensure_result(entry)
@@ -134,31 +134,6 @@ class WorkerDaemon(Daemon):
                 log.error("cannot reveal: no salt in the book", extra=ident)
                 return
             self.send("revealResult", market.revealResult(entry.task_id, entry.root, entry.cid, entry.salt))
-
-    def warm_up(self, job_id: int) -> None:
-        """Before the first task of a model shape: one thrown-away step in the lane (raising
-        :class:`~truetrain.daemon.lane.Pending` until done), so that compiling and
-        self-testing the engine's kernels for that shape is paid before accepting, not
-        inside the compute window. Once per shape and process."""
-        manifest = self.reader.manifest(job_id)
-        key = repr((manifest.model, manifest.batch_size, manifest.limbs))
-        if key in self.warmed or not needs_warm_up(manifest):
-            return
-        seconds, error = self.lane.take(("warm-up", key), lambda: self._timed_warm_up(manifest))
-        self.warmed.add(key)
-        if error is None:
-            log.info("warmed up for the job's model", extra={"job": job_id, "seconds": round(seconds, 2)})
-        else:  # the task itself will meet it and say so; the offer is not held up
-            log.warning("warm-up failed: %s", error, extra={"job": job_id})
-
-    def _timed_warm_up(self, manifest) -> tuple[float, str | None]:
-        started = time.monotonic()
-        try:
-            with self.devices.acquire() as device:
-                warm_up(manifest, device=device)
-        except Exception as exc:  # noqa: BLE001 - reported, never fatal to the daemon
-            return time.monotonic() - started, f"{type(exc).__name__}: {exc}"
-        return time.monotonic() - started, None
 
     def ensure_result(self, entry: Entry) -> Entry:
         """The task's result from the book, or computed and published in the lane (raising
