@@ -14,7 +14,10 @@ and the bytes it sent. A failing stage posts an **error** record instead.
 the job), waits for them within a deadline, posts ``abort`` as soon as one fails so the
 others stop waiting, and ends any that outlive the deadline. :func:`merge_results` fetches
 the stages' checkpoints and merges them into whole-model checkpoints: the single-process
-task's, bit for bit (``tests/training/test_pipeline_ipfs.py``).
+task's, bit for bit (``tests/training/test_pipeline_ipfs.py``). ``spawn`` imports the
+caller's main module in every stage process: a script that calls :func:`run_stages` keeps
+its work under ``if __name__ == "__main__":`` (a stage that dies before it can post an
+error is reported by its exit status).
 """
 
 from __future__ import annotations
