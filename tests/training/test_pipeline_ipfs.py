@@ -133,6 +133,21 @@ def test_withheldBlob_receivingStageFailsNamingTheAddress_noHang(job, node, tmp_
     assert board.read("result-1") is None and board.read("result-2") is None
 
 
+def test_corruptedBlob_receivingStageProcessRefusesIt(job, node, tmp_path):
+    _, _, ref, _ = job
+    genuine = Message(Kind.ACT, 0, 0, 1, {"x": torch.zeros(2, 16, 32)}).to_bytes()  # stage 1 -> 2, micro 0
+    address, corrupt = keccak256(genuine), genuine[:-1] + bytes([genuine[-1] ^ 1])
+    with client_for(node) as client:
+        cid = client.add_bytes(corrupt).cid
+    board = Rendezvous(tmp_path / "board")
+    board.post("msg-0-act-0-1", {"address": "0x" + address.hex(), "cid": cid})
+    expected = (f"stage 2: PipelineError: message at 0x{address.hex()} does not match its address: content {cid} "
+                f"({len(genuine)} bytes) hashes to {to_hex32(keccak256(corrupt))}, expected {to_hex32(address)}: "
+                f"refusing it")
+    with pytest.raises(PipelineError, match=f"^{re.escape(expected)}$"):
+        run_stages([StageJob(ref, 2, node.api_addr, str(board.root), timeout_s=10)], deadline_s=60)
+
+
 def test_silentUpstream_timesOut(job, node, tmp_path):
     _, _, ref, _ = job
     with pytest.raises(PipelineError, match="^stage 2: PipelineError: no ACT of step 0, micro-batch 0 from "
