@@ -23,8 +23,8 @@ MANIFEST_VERSION = 1
 _HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
 _TOP = {"version", "name", "seed", "numeric_mode", "limbs", "model", "optimizer",
         "batch_size", "steps_per_task", "checkpoint_interval", "rounds", "shards", "test_set",
-        "initial_checkpoint", "outer"}
-_OPTIONAL_TOP = {"initial_checkpoint", "limbs", "outer"}
+        "initial_checkpoint", "outer", "pipeline"}
+_OPTIONAL_TOP = {"initial_checkpoint", "limbs", "outer", "pipeline"}
 
 
 #: The market stores a task's checkpoint count in 16 bits (JobParams.checkpointLeaves).
@@ -50,6 +50,23 @@ class OuterSpec:
 
 
 @dataclass(frozen=True)
+class PipelineSpec:
+    """A pipelined job (docs/pipeline.md): the model cut by layers into ``stages`` stages
+    starting at the units ``split`` (None: balanced by parameter count), each step's batch
+    run as ``micro_batches`` micro-batches."""
+
+    stages: int
+    split: tuple[int, ...] | None
+    micro_batches: int
+
+    def plan(self, spec):
+        """The :class:`~.pipeline.split.StagePlan` this spec declares for model ``spec``."""
+        from .pipeline.split import split_at, split_by_params  # the pipeline package imports this module
+
+        return split_by_params(spec, self.stages) if self.split is None else split_at(spec, self.split)
+
+
+@dataclass(frozen=True)
 class Manifest:
     """A validated job manifest. ``raw`` is the validated JSON object."""
 
@@ -68,6 +85,7 @@ class Manifest:
     test_set: DataRef
     initial_checkpoint: DataRef | None
     outer: OuterSpec | None = None
+    pipeline: PipelineSpec | None = None
 
     @property
     def repro(self) -> bool:
@@ -223,7 +241,33 @@ def validate_manifest(raw) -> Manifest:
     init = raw.get("initial_checkpoint")
     init_ref = None if init is None else _ref(init, "initial_checkpoint", False)
     return Manifest(raw, name, seed, mode, limbs, model, optimizer, batch, steps, interval, rounds,
-                    refs, test, init_ref, _outer(raw.get("outer")))
+                    refs, test, init_ref, _outer(raw.get("outer")),
+                    None if "pipeline" not in raw else _pipeline(raw["pipeline"], mode, model, batch))
+
+
+def _pipeline(raw, mode: str, model, batch: int) -> PipelineSpec:
+    """The ``pipeline`` field: repro mode, a model that splits (the LM or the MLP), 2 to
+    (units) stages, valid split points, 1 to ``batch_size`` micro-batches."""
+    from .pipeline.split import model_units  # the pipeline package imports this module
+
+    _obj(raw, "pipeline", {"stages", "split", "micro_batches"}, {"stages", "split", "micro_batches"})
+    if mode != "repro":
+        raise ManifestError(f"pipeline: a pipelined job runs in repro mode, not {mode!r}")
+    if model.kind not in ("lm", "mlp"):
+        raise ManifestError(f"pipeline: a {model.kind} model does not split into stages (the LM and the MLP do)")
+    units = model_units(model)
+    stages = _int(raw["stages"], "pipeline.stages", 2, len(units))
+    split = raw["split"]
+    if split != "params":
+        if not isinstance(split, list) or len(split) != stages or any(
+                isinstance(u, bool) or not isinstance(u, int) for u in split):
+            raise ManifestError(f"pipeline.split: expected \"params\" or a list of {stages} unit indices "
+                                f"(each stage's first), got {split!r}")
+        if split[0] != 0 or any(b <= a for a, b in zip(split, split[1:])) or split[-1] >= len(units):
+            raise ManifestError(f"pipeline.split: expected 0 then strictly increasing unit indices below "
+                                f"{len(units)} ({', '.join(units)}), got {split!r}")
+    micro = _int(raw["micro_batches"], "pipeline.micro_batches", 1, batch)
+    return PipelineSpec(stages, None if split == "params" else tuple(split), micro)
 
 
 def _outer(raw) -> OuterSpec | None:
@@ -255,7 +299,8 @@ def build_manifest(*, name: str, seed: int, model: dict, optimizer: dict, batch_
                    steps_per_task: int, checkpoint_interval: int, rounds: int,
                    shards: list[dict], test_set: dict, numeric_mode: str = "repro",
                    limbs: int = DEFAULT_LIMBS,
-                   initial_checkpoint: dict | None = None, outer: dict | None = None) -> Manifest:
+                   initial_checkpoint: dict | None = None, outer: dict | None = None,
+                   pipeline: dict | None = None) -> Manifest:
     """Assemble and validate a manifest (``shards``/``test_set`` as from
     :func:`~truetrain.training.datasets.publish_dataset`); a repro manifest always names
     its ``limbs``, so equal settings give equal bytes."""
@@ -270,4 +315,6 @@ def build_manifest(*, name: str, seed: int, model: dict, optimizer: dict, batch_
         raw["initial_checkpoint"] = initial_checkpoint
     if outer is not None:
         raw["outer"] = outer
+    if pipeline is not None:
+        raw["pipeline"] = pipeline
     return validate_manifest(json.loads(canonical_json(raw)))

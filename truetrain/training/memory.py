@@ -31,6 +31,32 @@ def training_memory_mib(spec, batch: int) -> int:
     return math.ceil((16 * params + activations) / 2**20) + RUNTIME_MIB
 
 
+def stage_memory_mib(plan, s: int, batch: int) -> int:
+    """About how many MiB stage ``s`` of a pipelined job (``plan``: a
+    :class:`~.pipeline.split.StagePlan`) takes at ``batch`` samples a step, so a worker can
+    decline a stage it cannot hold: the stage's parameters (the tied replica included),
+    gradients and two optimizer moments (16 bytes a parameter), the activations it keeps,
+    and the runtime. Under GPipe a stage keeps all M micro-batches' graphs until its adding
+    pass, M slices of the batch: the whole batch's activations of its own layers, whatever
+    M is (at the per-layer rates of :func:`training_memory_mib`), plus what crosses its
+    boundaries (received activations and gradients: 8 bytes a value) and, on the last
+    stage of an LM, the logits and their gradient (16 bytes a token and symbol)."""
+    spec = plan.spec
+    params = plan.param_counts()[s]
+    units = plan.units_of(s)
+    if isinstance(spec, ModelSpec):  # an MLP: fc.j maps widths[j] to widths[j + 1]
+        layers = [int(u.split(".")[1]) for u in units]
+        widths = spec.fc_widths
+        activations = 4 * batch * 10 * (widths[layers[0]] + sum(widths[j + 1] for j in layers))
+    else:
+        tokens = batch * spec.seq_len
+        blocks = sum(u.startswith("block.") for u in units)
+        activations = tokens * blocks * (212 * spec.d_model + 90 * spec.n_heads * spec.seq_len)
+        activations += 8 * tokens * spec.d_model * ((s > 0) + (s < plan.stages - 1))
+        activations += 16 * tokens * spec.vocab * ("head" in units)
+    return math.ceil((16 * params + activations) / 2**20) + RUNTIME_MIB
+
+
 def offer_refusal(job, manifest, device_class: int, memory_mib: int) -> str | None:
     """Why a worker of ``device_class`` declaring ``memory_mib`` declines an offered task of
     ``job`` (its on-chain terms: ``device_class``, ``memory_mib``) with ``manifest``, or
