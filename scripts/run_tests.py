@@ -37,7 +37,8 @@ TESTS = ROOT / "tests"
 #: Every test module no lane claims runs in one more lane at the end.
 LANES: list[list[str]] = [
     ["tests/integration/adversarial/test_cheating_workers.py", "tests/integration/test_daemon_faults.py",
-     "tests/integration/test_cli_market.py", "tests/contracts/test_market_jobs.py"],
+     "tests/integration/test_cli_market.py", "tests/contracts/test_market_jobs.py",
+     "tests/training/test_pipeline_ipfs.py"],
     ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py", "tests/training/test_lm_ops.py",
      "tests/contracts/test_identity_registry.py", "tests/contracts/test_market_gas.py"],
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
