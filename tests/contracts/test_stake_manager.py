@@ -128,7 +128,7 @@ def test_stakeWithPermit_badSignatureNoAllowance_reverts(stake_manager, token, f
 
 
 def test_stakeWithPermit_expiredNoAllowance_reverts(stake_manager, token, funded, alice):
-    deadline = chain.time() - 1
+    deadline = chain[-1].timestamp - 1  # behind the last block: expired whenever it is mined
     v, r, s = permit_signature(token, dev_key(ALICE_INDEX), stake_manager, STAKE, deadline)
     with brownie.reverts(f"StakePermitFailed: {lo(alice)}, {STAKE}, 0"):
         stake_manager.stakeWithPermit(STAKE, deadline, v, r, s, {"from": alice})

@@ -140,7 +140,9 @@ def test_permit_replayed_reverts(token, accounts):
 
 def test_permit_expired_reverts(token, accounts):
     owner, spender = accounts[5], accounts[6]
-    deadline = chain.time() - 10
+    # Behind the last block's timestamp, so expired whenever the permit is mined (brownie's
+    # chain.time() is the wall clock, which a test chain reverted to a snapshot may trail).
+    deadline = chain[-1].timestamp - 10
     v, r, s = permit_signature(token, dev_key(5), spender, AMOUNT, deadline)
     with brownie.reverts(f"ERC2612ExpiredSignature: {deadline}"):
         token.permit(owner, spender, AMOUNT, deadline, v, r, s, {"from": spender})
