@@ -52,6 +52,8 @@ LANES: list[list[str]] = [
     ["tests/contracts", "tests/integration/test_explorer.py"],
 ]
 BASE_PORT = 18545
+#: Invariant runs of each forge campaign in `make test` (depth 64 from foundry.toml).
+FORGE_INVARIANT_RUNS = 128
 
 
 def modules(lanes: list[list[str]]) -> list[list[str]]:
@@ -108,9 +110,12 @@ def main(argv: list[str]) -> int:
         args = [*paths, "-q", f"--junitxml={out / f'lane-{n}.xml'}", f"--basetemp={out / f'tmp-{n}'}",
                 "-o", "junit_family=xunit1"]
         commands.append((pytest + args, {"TT_ANVIL_PORT": str(BASE_PORT + n)}))
-    # The forge suites (their own EVM, no Anvil) are one more lane.
+    # The forge suites (their own EVM, no Anvil) are one more lane: each invariant campaign at
+    # FORGE_INVARIANT_RUNS x 64 calls (foundry.toml's 256 runs took a third of the suite's CPU;
+    # `make forge-test` keeps 256 and `make fuzz` runs 10,000).
     lanes.append(["forge test " + os.environ.get("FORGE_ARGS", "")])
-    commands.append((["forge", "test", *shlex.split(os.environ.get("FORGE_ARGS", ""))], {}))
+    commands.append((["forge", "test", *shlex.split(os.environ.get("FORGE_ARGS", ""))],
+                     {"FOUNDRY_INVARIANT_RUNS": os.environ.get("FORGE_INVARIANT_RUNS", str(FORGE_INVARIANT_RUNS))}))
     for n, (command, extra_env) in enumerate(commands):
         log, report = out / f"lane-{n}.log", out / f"lane-{n}.xml"
         with log.open("w") as sink:
