@@ -37,18 +37,18 @@ TESTS = ROOT / "tests"
 #: Every test module no lane claims runs in one more lane at the end.
 LANES: list[list[str]] = [
     ["tests/integration/adversarial/test_cheating_workers.py", "tests/integration/test_daemon_faults.py",
-     "tests/integration/test_cli_market.py", "tests/contracts/test_market_jobs.py"],
-    ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py",
+     "tests/integration/test_cli_market.py", "tests/contracts/test_market_jobs.py",
+     "tests/training/test_pipeline_ipfs.py"],
+    ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py", "tests/training/test_lm_ops.py",
      "tests/contracts/test_identity_registry.py", "tests/contracts/test_market_gas.py"],
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
      "tests/integration/adversarial/test_false_challenge.py",
-     "tests/integration/test_data_plane.py", "tests/contracts/test_market_stateful.py"],
-    ["tests/contracts/test_dispute_stateful.py", "tests/contracts/test_dispute_bisection.py",
+     "tests/integration/test_data_plane.py", "tests/contracts/test_market_stateful.py",
+     "tests/contracts/test_attacks_draws.py"],
+    ["tests/contracts/test_dispute_stateful.py", "tests/integration/test_worker_concurrency.py",
+     "tests/contracts/test_dispute_bisection.py",
      "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",
      "tests/contracts/test_dispute_libraries.py"],
-    ["tests/training/test_pipeline_ipfs.py", "tests/training/test_lm_ops.py", "tests/training/test_memory.py",
-     "tests/contracts/test_attacks_draws.py", "tests/integration/test_worker_concurrency.py",
-     "tests/contracts/test_market_pool.py"],
     ["tests/contracts", "tests/integration/test_explorer.py"],
 ]
 BASE_PORT = 18545
