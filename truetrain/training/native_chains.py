@@ -6,7 +6,10 @@ and rounding around attention's exact products: each is one vectorised pass in C
 eager torch takes some forty and a compiled kernel still spends most of its time on the table
 gathers and the bit tricks of ``exp64``. They are built into the same library as
 :mod:`native`'s kernels, self-tested with them against the torch ops bit for bit, and used
-by fused engines (the default) on float32 CPU tensors of any size, single-threaded.
+by fused engines (the default) on float32 CPU tensors of any size, single-threaded: split
+across a pool of Python threads they ran slower at 2 threads than whole (torch's own threads
+spin between its parallel regions). The kernels take row ranges, so a split that pays would
+change no bit.
 """
 
 from __future__ import annotations
@@ -57,16 +60,15 @@ def _const(name: str) -> torch.Tensor:
     return _consts[name]
 
 
-def _split(rows: int, per_row: int, run) -> None:
-    """``run(lo, hi)`` over ``[0, rows)``, in one call on this thread. (Split across a pool
-    of Python threads, these kernels ran slower at 2 threads than in one piece: torch's own
-    threads spin between its parallel regions and take the cores back. The row ranges are
-    kept so that a split, where it pays, changes no bit.)"""
-    run(0, rows)
-
-
 def _lib():
     return native._state["lib"]
+
+
+def _width(n: int) -> int:
+    """The power of two ``repro_ops.tree_sum`` pads a row of ``n`` to."""
+    from .repro_ops import ceil_log2
+
+    return 1 << ceil_log2(n)
 
 
 def gelu_slope(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,9 +80,8 @@ def gelu_slope(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     x = x.contiguous()
     out, slope = torch.empty_like(x), torch.empty(x.shape, dtype=F64)
     table, coeffs = _const("erf"), _const("exp")
-    _split(x.numel(), 1, lambda lo, hi: _lib().tt_gelu_slope(
-        x.data_ptr(), lo, hi, table.data_ptr(), _ERF_DEGREE, coeffs.data_ptr(), _INV_SQRT2, _INV_SQRT_2PI,
-        out.data_ptr(), slope.data_ptr()))
+    _lib().tt_gelu_slope(x.data_ptr(), 0, x.numel(), table.data_ptr(), _ERF_DEGREE, coeffs.data_ptr(), _INV_SQRT2,
+                         _INV_SQRT_2PI, out.data_ptr(), slope.data_ptr())
     return out, slope
 
 
@@ -88,8 +89,7 @@ def times_slope(g: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
     """float32 ``g * slope``: ``gelu_backward(x, g)`` from :func:`gelu_slope`'s slope."""
     g = g.contiguous()
     out = torch.empty_like(g)
-    _split(g.numel(), 1, lambda lo, hi: _lib().tt_times_slope(g.data_ptr(), slope.data_ptr(), lo, hi,
-                                                              out.data_ptr()))
+    _lib().tt_times_slope(g.data_ptr(), slope.data_ptr(), 0, g.numel(), out.data_ptr())
     return out
 
 
@@ -100,12 +100,8 @@ def softmax_causal(s: torch.Tensor) -> torch.Tensor:
     s = s.contiguous()
     n, t, _ = s.shape
     out = torch.empty_like(s)
-    coeffs, k = _const("exp"), EXACT_BITS - ceil_log2(t)
-
-    def run(lo, hi):
-        scratch = torch.empty(t, dtype=F64)
-        _lib().tt_softmax_causal(s.data_ptr(), lo, hi, t, k, coeffs.data_ptr(), scratch.data_ptr(), out.data_ptr())
-    _split(n * t, t, run)
+    coeffs, k, scratch = _const("exp"), EXACT_BITS - ceil_log2(t), torch.empty(t, dtype=F64)
+    _lib().tt_softmax_causal(s.data_ptr(), 0, n * t, t, k, coeffs.data_ptr(), scratch.data_ptr(), out.data_ptr())
     return out
 
 
@@ -114,14 +110,10 @@ def softmax_backward(p: torch.Tensor, dp: torch.Tensor, scale: float) -> torch.T
     p, dp = p.contiguous(), dp.contiguous()
     t = p.shape[-1]
     rows = p.numel() // t
-    width = 1 << max(0, (t - 1).bit_length())
-    out = torch.empty_like(p)
-
-    def run(lo, hi):
-        scratch = torch.empty(width, dtype=F64)
-        _lib().tt_softmax_backward(p.data_ptr(), dp.data_ptr(), lo, hi, t, width, scale, scratch.data_ptr(),
-                                   out.data_ptr())
-    _split(rows, t, run)
+    width = _width(t)
+    out, scratch = torch.empty_like(p), torch.empty(width, dtype=F64)
+    _lib().tt_softmax_backward(p.data_ptr(), dp.data_ptr(), 0, rows, t, width, scale, scratch.data_ptr(),
+                               out.data_ptr())
     return out
 
 
@@ -137,14 +129,8 @@ def quantize_batched(x: torch.Tensor, dim: int, bits: int) -> tuple[torch.Tensor
     n, r, c = x.shape
     q = torch.empty((n, r, c), dtype=F64)
     down = torch.empty((n, r, 1) if along_rows else (n, 1, c), dtype=F32)
-    failed = []
-
-    def run(lo, hi):
-        if _lib().tt_quantize_batched(x.data_ptr(), lo, hi, r, c, 1 if along_rows else 0, bits, q.data_ptr(),
-                                      down.data_ptr()):
-            failed.append(lo)
-    _split(n, r * c, run)
-    if failed:
+    if _lib().tt_quantize_batched(x.data_ptr(), 0, n, r, c, 1 if along_rows else 0, bits, q.data_ptr(),
+                                  down.data_ptr()):
         raise MemoryError("tt_quantize_batched: no scratch memory")
     return q, down
 
@@ -155,13 +141,8 @@ def finish_batched(s: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor) -> torch
     n, m, p = s.shape
     sa, sb = sa.to(F32).contiguous(), sb.to(F32).contiguous()
     out = torch.empty((n, m, p), dtype=F32)
-    _split(n, m * p, lambda lo, hi: _lib().tt_finish_batched(s.data_ptr(), lo, hi, m, p, sa.data_ptr(),
-                                                             sb.data_ptr(), out.data_ptr()))
+    _lib().tt_finish_batched(s.data_ptr(), 0, n, m, p, sa.data_ptr(), sb.data_ptr(), out.data_ptr())
     return out
-
-
-def _width(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def ln_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
@@ -170,12 +151,9 @@ def ln_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     rows, n = x.shape
     y, xhat, rstd = torch.empty_like(x), torch.empty((rows, n), dtype=F64), torch.empty(rows, dtype=F64)
     width = _width(n)
-
-    def run(lo, hi):
-        scratch = torch.empty(width, dtype=F64)
-        _lib().tt_ln_forward(x.data_ptr(), lo, hi, n, width, weight.data_ptr(), bias.data_ptr(), float(eps),
-                             scratch.data_ptr(), y.data_ptr(), xhat.data_ptr(), rstd.data_ptr())
-    _split(rows, n, run)
+    scratch = torch.empty(width, dtype=F64)  # held here: the C call writes into it
+    _lib().tt_ln_forward(x.data_ptr(), 0, rows, n, width, weight.data_ptr(), bias.data_ptr(), float(eps),
+                         scratch.data_ptr(), y.data_ptr(), xhat.data_ptr(), rstd.data_ptr())
     return y, xhat, rstd
 
 
@@ -185,12 +163,9 @@ def ln_backward(g: torch.Tensor, xhat: torch.Tensor, rstd: torch.Tensor, weight:
     rows, n = g.shape
     dx, gx = torch.empty_like(g), torch.empty_like(g)
     width = _width(n)
-
-    def run(lo, hi):
-        scratch = torch.empty(2 * width, dtype=F64)
-        _lib().tt_ln_backward(g.data_ptr(), xhat.data_ptr(), rstd.data_ptr(), weight.data_ptr(), lo, hi, n, width,
-                              scratch.data_ptr(), dx.data_ptr(), gx.data_ptr())
-    _split(rows, n, run)
+    scratch = torch.empty(2 * width, dtype=F64)
+    _lib().tt_ln_backward(g.data_ptr(), xhat.data_ptr(), rstd.data_ptr(), weight.data_ptr(), 0, rows, n, width,
+                          scratch.data_ptr(), dx.data_ptr(), gx.data_ptr())
     return dx, gx
 
 
@@ -200,13 +175,9 @@ def column_sums(v: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]
     column maxima of ``|v|`` at ``bits``."""
     v = v.contiguous()
     rows, cols = v.shape
-    sums, down = torch.empty(cols, dtype=F64), torch.empty(cols, dtype=F64)
-
-    def run(lo, hi):
-        scratch = torch.empty(hi - lo, dtype=F32)
-        _lib().tt_column_sums(v.data_ptr(), rows, cols, lo, hi, bits, scratch.data_ptr(), sums.data_ptr(),
-                              down.data_ptr())
-    _split(cols, rows, run)
+    sums, down, scratch = torch.empty(cols, dtype=F64), torch.empty(cols, dtype=F64), torch.empty(cols, dtype=F32)
+    _lib().tt_column_sums(v.data_ptr(), rows, cols, 0, cols, bits, scratch.data_ptr(), sums.data_ptr(),
+                          down.data_ptr())
     return sums, down
 
 
