@@ -194,9 +194,12 @@ def finish(s: torch.Tensor, row: torch.Tensor | None, factor: float, col: torch.
     """float32 ``s * (row[:, None] * factor) * col[None, :]`` for contiguous float64 ``s``."""
     m, n = s.shape
     out = torch.empty((m, n), dtype=F32)
-    row = None if row is None else row.to(F32).contiguous().data_ptr()
-    col = None if col is None else col.to(F32).contiguous().data_ptr()
-    _state["lib"].tt_finish(s.data_ptr(), m, n, row, float(factor), col, out.data_ptr())
+    # the converted scales are held until the call returns (a converted copy passed only by
+    # its address would be freed before C reads it)
+    row = None if row is None else row.to(F32).contiguous()
+    col = None if col is None else col.to(F32).contiguous()
+    _state["lib"].tt_finish(s.data_ptr(), m, n, None if row is None else row.data_ptr(), float(factor),
+                            None if col is None else col.data_ptr(), out.data_ptr())
     return out
 
 
