@@ -123,7 +123,7 @@ class Bench:
         accept, compute, reveal = windows
         return ("bafymanifest", "0x" + "aa" * 32, "bafyinit", "0x" + "bb" * 32, shards, rounds,
                 reward, audit_fee, collateral, accept, compute, reveal, challenge_window, 1, 16_000, 0, audit_bps, 100,
-                self.height + 100_000, leaves, 0, 0)
+                self.height + 100_000, leaves, 0, 0, 1)
 
     def create_job(self, submitter: str, shards: int, audit_bps: int = 0, **terms) -> tuple[int, int]:
         params = self.job_params(shards, audit_bps, **terms)

@@ -41,6 +41,8 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     /// @inheritdoc IJobMarket
     uint256 public constant MAX_CID_BYTES = JobBook.MAX_CID_BYTES;
     /// @inheritdoc IJobMarket
+    uint8 public constant MAX_STAGES = JobBook.MAX_STAGES;
+    /// @inheritdoc IJobMarket
     uint16 public constant MIN_ACCEPT_PENALTY_BPS = 100;
 
     IERC20 public immutable token;
@@ -144,12 +146,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     /// @inheritdoc IJobMarket
     function drawTask(uint256 jobId) external returns (uint256 id) {
-        JobRecord storage j = TaskFlow.activeJob(_s, jobId);
-        if (block.number > j.expiryBlock) revert JobPastExpiry(jobId, j.expiryBlock);
-        uint8 outcome;
-        (id, outcome) = TaskFlow.drawNext(_s, _deps(), j, jobId);
-        if (outcome == TaskFlow.NOTHING_TO_DRAW) revert JobNothingToDraw(jobId);
-        if (outcome == TaskFlow.NO_ELIGIBLE_WORKER) revert JobNoEligibleWorker(jobId, id);
+        return JobBook.drawOne(_s, _deps(), jobId);
     }
 
     /// @inheritdoc IJobMarket
@@ -174,6 +171,8 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         // No pool refresh here: the draw that offered this task refreshed the weight in
         // this task's life already, and nothing the weight depends on moved since.
         emit TaskAccepted(id, msg.sender, deadline);
+        uint8 stages = j.stages;
+        if (stages > 1 && uint32(id) < j.shards) JobBook.alignStages(_s, id, stages, deadline);
     }
 
     /// @inheritdoc IJobMarket
@@ -293,6 +292,11 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.ChallengeWindow) revert TaskNotInChallengeWindow(id);
         if (block.number <= t.deadline) revert TaskChallengeWindowOpen(id, t.deadline);
+        JobRecord storage j = _s.jobs[TaskIds.jobOf(id)];
+        if (j.stages > 1 && uint32(id) < j.shards) {
+            uint256 waiting = JobBook.stageBlocker(_s, id, j.stages);
+            if (waiting != 0) revert TaskStageGroupUnsettled(id, waiting);
+        }
         _finalize(t, id);
     }
 

@@ -46,6 +46,7 @@ LANES: list[list[str]] = [
      "tests/integration/test_data_plane.py", "tests/contracts/test_market_stateful.py",
      "tests/contracts/test_attacks_draws.py"],
     ["tests/contracts/test_dispute_stateful.py", "tests/integration/test_worker_concurrency.py",
+     "tests/integration/test_pipelined_job.py",
      "tests/contracts/test_dispute_bisection.py",
      "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",
      "tests/contracts/test_dispute_libraries.py"],

@@ -79,16 +79,20 @@ def challenge(session, as_json, task_id, expected_root, follow):
     if free < bond:
         raise Refused(f"challenging task {task_id} bonds {format_tokens(bond)} TRAIN of free stake; {me} has "
                       f"{format_tokens(free)} TRAIN free (stake more with `truetrain worker stake`)")
-    computed = compute_task(session.reader, task_id)
+    if session.reader.is_stage_task(task_id):
+        computed, hashes, cids = _replay_stage(session, task_id)
+    else:
+        computed = compute_task(session.reader, task_id)
     if expected_root is not None and computed.root != expected_root:
         raise Refused(f"your replay of task {task_id} gives root 0x{computed.root.hex()}, not --root 0x{expected_root.hex()}")
     if computed.root == task.result:
         raise Refused(f"your replay of task {task_id} gives the revealed root 0x{computed.root.hex()}: nothing to challenge")
-    hashes, cids = [], []
-    if computed.training is not None:
-        manifest = session.reader.manifest(task.job_id)
-        _, bundle = publish_result(session.store, task_id, computed.training, manifest.checkpoint_interval)
-        hashes, cids = [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+    if not session.reader.is_stage_task(task_id):
+        hashes, cids = [], []
+        if computed.training is not None:
+            manifest = session.reader.manifest(task.job_id)
+            _, bundle = publish_result(session.store, task_id, computed.training, manifest.checkpoint_interval)
+            hashes, cids = [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
     game = session.contracts.game
     claims = [c.as_tuple() for c in opening_claims(hashes, cids)] if hashes else []
     receipt = session.send(game.functions.challenge(task_id, computed.root, claims))
@@ -104,6 +108,26 @@ def challenge(session, as_json, task_id, expected_root, follow):
         click.echo(f"task {task_id} challenged: game {game_id}; following it (Ctrl-C stops following, the game goes on)")
     result["outcome"] = _follow(session, game_id, hashes, cids, as_json)
     emit(result, as_json, f"game {game_id}: you {result['outcome']}")
+
+
+def _replay_stage(session, task_id: int):
+    """A pipeline stage replayed on the inputs its group's other stages committed to sending
+    it (refused until they all revealed), its leaves published: (result, hashes, CIDs)."""
+    from truetrain.market import ComputedResult, encode_task_id
+    from truetrain.market.stage_run import publish_stage, replay_stage_task
+    from truetrain.market.stages import group_indices
+
+    job_id, round_index, index = task_id >> 64, (task_id >> 32) & 0xFFFFFFFF, task_id & 0xFFFFFFFF
+    manifest = session.reader.manifest(job_id)
+    waiting = [i for i in group_indices(manifest, index)
+               if i != index and session.reader.reveal(encode_task_id(job_id, round_index, i)) is None]
+    if waiting:
+        raise Refused(f"task {task_id} is a pipeline stage: it replays on the other stages' revealed results, "
+                      f"and tasks {', '.join(str(encode_task_id(job_id, round_index, i)) for i in waiting)} "
+                      f"have not revealed yet")
+    _, bundle = publish_stage(session.store, replay_stage_task(session.reader, task_id, session.store), manifest)
+    hashes, cids = bundle.trace()
+    return ComputedResult(task_id, bundle.root), hashes, cids
 
 
 def _describe(g, me: str) -> str:

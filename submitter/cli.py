@@ -72,6 +72,12 @@ def job() -> None:
               help="LM: DiLoCo outer Nesterov momentum [default: 0.9].")
 @click.option("--warmup", type=click.IntRange(0, 10**6), default=0, show_default=True,
               help="AdamW: warm-up steps of the learning-rate schedule.")
+@click.option("--stages", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Split the model by layers into this many stages, each a task on its own worker; the stages "
+                   "of a shard run at once and exchange activations and gradients (no drawn audits: "
+                   "--audit-rate defaults to 0).")
+@click.option("--micro-batches", type=click.IntRange(1), default=1, show_default=True,
+              help="--stages: micro-batches a step's batch flows through the stages in (GPipe).")
 @click.option("--shards", type=click.IntRange(1, 1024), default=3, show_default=True, help="Training tasks per round.")
 @click.option("--rounds", type=click.IntRange(1, 1024), default=3, show_default=True, help="Rounds of train-then-aggregate.")
 @click.option("--steps", type=click.IntRange(1, 10**6), default=60, show_default=True, help="Optimizer steps per task.")
@@ -99,8 +105,9 @@ def job() -> None:
 @click.option("--collateral", "collateral_wei", type=TokenAmountType(allow_zero=True),
               default=_tokens(DEFAULT_TERMS.worker_collateral),
               show_default=True, help="Stake a worker locks per task.")
-@click.option("--audit-rate", type=click.FloatRange(0, 1), default=DEFAULT_TERMS.audit_rate_bps / 10_000, show_default=True,
-              help="Share of tasks audited by a re-executing verifier.")
+@click.option("--audit-rate", type=click.FloatRange(0, 1),
+              help=f"Share of tasks audited by a re-executing verifier [default: "
+                   f"{DEFAULT_TERMS.audit_rate_bps / 10_000:g}; 0 with --stages].")
 @click.option("--accept-window", type=UINT32, default=20, show_default=True, help="Blocks to accept an offer.")
 @click.option("--compute-window", type=UINT32, default=60, show_default=True, help="Blocks to compute and commit.")
 @click.option("--reveal-window", type=UINT32, default=60, show_default=True, help="Blocks to reveal.")
@@ -124,7 +131,7 @@ def job() -> None:
 @json_option
 @session_options(signing=True)
 def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, layers, heads, seq_len, dropout, outer_lr,
-               outer_momentum, warmup, shards, rounds, steps, batch_size, checkpoint_interval,
+               outer_momentum, warmup, stages, micro_batches, shards, rounds, steps, batch_size, checkpoint_interval,
                optimizer, lr, momentum, seed, numeric_mode, limbs, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
                accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
                expiry_blocks, min_fetch_kibps, max_rtt_ms, no_approve):
@@ -138,13 +145,17 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
 
     lm = model == "lm"
     batch_size = batch_size or (8 if lm else 32)
+    if micro_batches > 1 and stages == 1:
+        raise Refused("--micro-batches applies to a model split with --stages")
+    if audit_rate is None:
+        audit_rate = 0.0 if stages > 1 else DEFAULT_TERMS.audit_rate_bps / 10_000
+    pipeline = {"stages": stages, "split": "params", "micro_batches": micro_batches} if stages > 1 else None
     shape = {"d_model": d_model, "n_layers": layers, "n_heads": heads, "seq_len": seq_len}
     if dropout:
         shape["dropout"] = dropout
-    if memory_mib is None:
-        from submitter.jobs import lm_memory_mib
-
-        memory_mib = 1024 if not lm else max(1024, lm_memory_mib(shape, batch_size))
+    fit_memory = memory_mib is None
+    if fit_memory:
+        memory_mib = 1024  # an LM's: what it (its largest stage) needs to train, if more
     if data is not None and not lm:
         raise Refused("--data is the text of --model lm; an MLP's data is --dataset")
     if dropout and not lm:
@@ -156,13 +167,15 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
                         checkpoint_interval, optimizer or ("adamw" if lm else "sgd"), lr or (0.003 if lm else 0.1),
                         momentum, seed, numeric_mode, limbs, model,
                         shape if lm else None,
-                        outer, warmup)
+                        outer, warmup, pipeline)
     terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
                      challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks,
                      min_fetch_kibps, max_rtt_ms)
-    plan = plan_job(spec, terms)
+    plan = plan_job(spec, terms, fit_memory=fit_memory and lm)
     created = submit_job(session, plan, approve=not no_approve)
-    lines = [f"job {created['job_id']} created: {created['model']}, {shards} shards x {rounds} rounds ({created['tasks']} tasks), "
+    split = f" in {stages} stages" if stages > 1 else ""
+    lines = [f"job {created['job_id']} created: {created['model']}, {shards} shards{split} x {rounds} rounds "
+             f"({created['tasks']} tasks), "
              f"escrow {created['escrow']} TRAIN; manifest {created['manifest_cid']}"]
     if created["identity"]:
         lines.insert(0, created["identity"])
@@ -200,6 +213,8 @@ def job_report(session, job_id: int) -> dict:
         for index in range(job.tasks_per_round):
             view = TaskView.read(session.contracts.market, encode_task_id(job_id, job.current_round, index))
             tasks.append({"task_id": str(view.task_id), "index": index, "aggregation": index == job.shards,
+                          "shard": index // job.stages if index < job.shards else None,
+                          "stage": index % job.stages if index < job.shards and job.stages > 1 else None,
                           "status": view.status.name.lower() if view.status != TaskStatus.NONE else "not drawn",
                           "worker": None if view.status == TaskStatus.NONE else view.worker,
                           "auditor": view.auditor if view.audited else None, "deadline": view.deadline})
@@ -208,7 +223,7 @@ def job_report(session, job_id: int) -> dict:
             "active": job.status == JobStatus.ACTIVE, "current_round": min(job.current_round + 1, job.rounds),
             "rounds": rounds, "tasks": tasks, "escrow_wei": job.escrow, "surplus_wei": job.surplus,
             "expiry_block": job.expiry_block, "checkpoint_cid": job.checkpoint_cid or None,
-            "min_fetch_kibps": job.min_fetch_kibps, "max_rpc_rtt_ms": job.max_rpc_rtt_ms}
+            "min_fetch_kibps": job.min_fetch_kibps, "max_rpc_rtt_ms": job.max_rpc_rtt_ms, "stages": job.stages}
 
 
 @job.command("status")
@@ -228,7 +243,8 @@ def job_status(session, as_json, job_id):
             counts[t["status"]] = counts.get(t["status"], 0) + 1
         lines.append(f"round {report['current_round']} tasks: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         for t in report["tasks"]:
-            kind = "aggregation" if t["aggregation"] else f"shard {t['index']}"
+            kind = "aggregation" if t["aggregation"] else f"shard {t['shard']}" + (
+                f", stage {t['stage']}" if t["stage"] is not None else "")
             who = f" worker {t['worker']}" if t["worker"] else ""
             lines.append(f"  task {t['index']} ({kind}): {t['status']}{who}")
     lines.append(f"escrow left {format_tokens(report['escrow_wei'])} TRAIN"

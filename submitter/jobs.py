@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from truetrain.cli_options import ROLE_BITS, Refused, Session, format_tokens
 from truetrain.errors import ConfigError
@@ -49,6 +49,12 @@ class TrainingSpec:
     outer: dict | None = None
     #: AdamW's warm-up steps
     warmup: int = 0
+    #: the model split by layers: {"stages", "split", "micro_batches"} (None: not split)
+    pipeline: dict | None = None
+
+    @property
+    def stages(self) -> int:
+        return self.pipeline["stages"] if self.pipeline else 1
 
     def optimizer_spec(self) -> dict:
         if self.optimizer == "sgd":
@@ -72,47 +78,57 @@ class JobPlan:
 
     @property
     def escrow(self) -> int:
-        return self.terms.escrow(self.spec.shards, self.spec.rounds)
+        return self.terms.escrow(self.spec.shards * self.spec.stages, self.spec.rounds)
 
     @property
     def compute_per_task(self) -> int:
         return self.spec.steps * self.spec.batch_size
 
 
-def lm_memory_mib(lm: dict, batch: int) -> int:
-    """:func:`~truetrain.training.memory.training_memory_mib` of an LM given as CLI fields."""
-    from truetrain.training.lm import parse_lm_spec
-    from truetrain.training.memory import training_memory_mib
+def worker_memory_mib(manifest) -> int:
+    """What one worker must hold for a task of ``manifest``: the whole model, or a pipelined
+    job's largest stage."""
+    from truetrain.training.memory import stage_memory_mib, training_memory_mib
 
-    return training_memory_mib(parse_lm_spec({"kind": "lm", **lm}), batch)
+    if manifest.pipeline is None:
+        return training_memory_mib(manifest.model, manifest.batch_size)
+    plan = manifest.pipeline.plan(manifest.model)
+    return max(stage_memory_mib(plan, s, manifest.batch_size) for s in range(plan.stages))
 
 
-def plan_text_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
+def plan_text_job(spec: TrainingSpec, terms: JobTerms, fit_memory: bool = False) -> JobPlan:
     """An LM job's checks: the text reads and splits into the shards and a held-out part,
-    the model's shape is valid, and the workers' declared memory holds it."""
+    the model's shape is valid, and the workers' declared memory holds it (``fit_memory``:
+    raise the terms' memory to what the model, or its largest stage, needs)."""
     from truetrain.training.text import demo_corpus, read_text, split_text
 
-    need = lm_memory_mib(spec.lm, spec.batch_size)
-    if need > terms.memory_mib:
-        raise ConfigError(f"the model needs about {need:,} MiB to train (parameters, optimizer state, activations), "
-                          f"more than --memory-mib {terms.memory_mib:,}: raise it or shrink the model or batch")
     text = demo_corpus() if spec.dataset == "demo" else read_text(spec.dataset)
     shards, held = split_text(text, spec.shards, spec.lm["seq_len"])
     plan = JobPlan(spec, (shards, held), [], terms)
-    build_job_manifest(spec, plan)
+    need = worker_memory_mib(build_job_manifest(spec, plan))
+    if fit_memory and need > terms.memory_mib:
+        plan = JobPlan(spec, plan.data, [], replace(terms, memory_mib=need))
+    elif need > terms.memory_mib:
+        raise ConfigError(f"the model needs about {need:,} MiB to train (parameters, optimizer state, activations"
+                          f"{'; its largest stage' if spec.pipeline else ''}), more than --memory-mib "
+                          f"{terms.memory_mib:,}: raise it or shrink the model or batch")
     if plan.escrow > MAX_ESCROW_WEI:
         raise ConfigError(f"escrow {format_tokens(plan.escrow)} TRAIN is more than the market can hold")
     return plan
 
 
-def plan_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
-    """Check the submission without any node; raise :class:`ConfigError` or ``DatasetError``."""
+def plan_job(spec: TrainingSpec, terms: JobTerms, *, fit_memory: bool = False) -> JobPlan:
+    """Check the submission without any node; raise :class:`ConfigError` or ``DatasetError``
+    (``fit_memory``: an LM's terms ask for at least the memory it needs)."""
     if spec.limbs is not None and spec.numeric_mode != "repro":
         raise ConfigError("--limbs applies to --numeric-mode repro only")
     if spec.steps % spec.checkpoint_interval:
         raise ConfigError(f"--checkpoint-interval {spec.checkpoint_interval} must divide --steps {spec.steps}")
+    if spec.pipeline and terms.audit_rate_bps:
+        raise ConfigError("a job split into stages is checked by sampling verifiers, not by drawn audits "
+                          "(a stage's inputs are its neighbours' results): give --audit-rate 0")
     if spec.model == "lm":
-        return plan_text_job(spec, terms)
+        return plan_text_job(spec, terms, fit_memory)
     data = load_dataset(spec.dataset)
     x_train, y_train, _, _ = split_test(data, spec.seed)
     if spec.shards > len(y_train):
@@ -121,6 +137,8 @@ def plan_job(spec: TrainingSpec, terms: JobTerms) -> JobPlan:
     if classes < 2:
         raise ConfigError(f"{spec.dataset} has a single class: nothing to learn")
     plan = JobPlan(spec, data, [int(x_train.shape[1]), spec.hidden, classes], terms)
+    if spec.pipeline:
+        build_job_manifest(spec, plan)  # the split is checked against the model
     if plan.escrow > MAX_ESCROW_WEI:
         raise ConfigError(f"escrow {format_tokens(plan.escrow)} TRAIN is more than the market can hold")
     return plan
@@ -136,7 +154,7 @@ def build_job_manifest(spec: TrainingSpec, plan: JobPlan, refs: dict | None = No
         name=spec.name, seed=spec.seed, numeric_mode=spec.numeric_mode, limbs=spec.limbs or DEFAULT_LIMBS,
         model=spec.model_spec(plan.widths), optimizer=spec.optimizer_spec(),
         batch_size=spec.batch_size, steps_per_task=spec.steps, checkpoint_interval=spec.checkpoint_interval,
-        rounds=spec.rounds, outer=spec.outer, **refs)
+        rounds=spec.rounds, outer=spec.outer, pipeline=spec.pipeline, **refs)
 
 
 def check_funds(session: Session, plan: JobPlan, approve: bool) -> None:
@@ -191,7 +209,7 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
     return {"job_id": created[0]["args"]["jobId"], "escrow_wei": plan.escrow, "escrow": format_tokens(plan.escrow),
             "manifest_cid": stored.cid, "manifest_hash": "0x" + manifest.hash().hex(),
             "shards": spec.shards, "rounds": spec.rounds, "widths": plan.widths, "model": _describe(manifest),
-            "tasks": (spec.shards + 1) * spec.rounds, "identity": registered, "tx": receipt.tx_hash}
+            "stages": spec.stages, "tasks": (spec.shards * spec.stages + 1) * spec.rounds, "identity": registered, "tx": receipt.tx_hash}
 
 
 def refuse_unless_submitter(job, address: str, action: str) -> None:

@@ -33,9 +33,15 @@ class HardwareProfile:
     #: The repro GEMM route its self-test chose on the device it trains on ("int8" or
     #: "float64"; empty when it was not checked): same bits either way, another speed.
     gemm_route: str = ""
+    #: Where the worker serves the records its pipeline stages post (``truetrain.daemon.mailbox``;
+    #: empty: none, and then the key is left out of the JSON).
+    mailbox: str = ""
 
     def canonical_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+        fields = asdict(self)
+        if not fields["mailbox"]:
+            del fields["mailbox"]
+        return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
     def profile_hash(self) -> bytes:
         return keccak256(self.canonical_json())

@@ -16,6 +16,9 @@ Sample (``ChallengeWindowOpened`` for a task not audited by this verifier, picke
 probability ``sample_rate`` by a hash of task id and address, so a restart picks the same
 ones): replay the task while the window is open; a mismatch on a ``repro`` job is
 challenged at once with the replay's root (bond = the task's collateral, from free stake).
+A pipeline stage is replayed once every other stage of its group has revealed, on the
+inputs they committed to sending it (truetrain.market.stage_run); pipelined jobs draw no
+audits (the contracts refuse an audit rate), so sampling is how their stages are checked.
 
 A new job (``JobCreated``): a warm-up step of its model when the model compiles kernels
 (truetrain.daemon.warmup), so that a later audit's clock does not pay for compiling.
@@ -35,9 +38,11 @@ from truetrain.daemon.book import Entry
 from truetrain.daemon.warmup import WarmUps
 from truetrain.dispute import GameStatus, Vote, opening_claims, referee_vote, vote_commitment
 from truetrain.hashing import keccak256
-from truetrain.market import (ROLE_VERIFIER, TaskStatus, audit_commitment, compute_task, decode_task_id, new_salt,
-                              publish_result)
+from truetrain.market import (ROLE_VERIFIER, TaskStatus, audit_commitment, compute_task, decode_task_id,
+                              encode_task_id, new_salt, publish_result)
 from truetrain.market.faulty import faulty_result
+from truetrain.market.stage_run import publish_stage, replay_stage_task
+from truetrain.market.stages import group_indices
 
 log = logging.getLogger("verifier")
 
@@ -107,6 +112,10 @@ class VerifierDaemon(Daemon):
     def replay_and_publish(self, task_id: int, faulty: bool) -> tuple[bytes, str | None]:
         """Run in the lane: the replay's root and the CID of its published checkpoints
         (None for an aggregation task, which has no trace)."""
+        if self.reader.is_stage_task(task_id):
+            run = replay_stage_task(self.reader, task_id, self.store, device=self.device)
+            cid, bundle = publish_stage(self.store, run, self.reader.manifest(decode_task_id(task_id)[0]))
+            return bundle.root, cid
         if faulty:
             manifest = self.reader.manifest(decode_task_id(task_id)[0])
             result = faulty_result(self.reader, task_id, "perturb-step", str(manifest.steps_per_task // 2),
@@ -151,6 +160,8 @@ class VerifierDaemon(Daemon):
             return
         # The named false challenger lies about training tasks only (an aggregation has no trace to fake).
         false_challenger = "false-challenge" in self.faults and task.index < self.reader.job(task.job_id).shards
+        if entry.root is None and self.reader.is_stage_task(entry.task_id) and not self.group_revealed(task):
+            return  # its inputs are what the other stages committed to: wait for their reveals
         if entry.root is None:
             entry = self.replay(entry.task_id, SAMPLE, faulty=false_challenger)
         outcome = "match" if entry.root == task.result else "mismatch"
@@ -158,15 +169,24 @@ class VerifierDaemon(Daemon):
         level = logging.INFO if outcome == "match" else logging.WARNING
         log.log(level, "sampled replay: %s", outcome, extra={"task": str(entry.task_id), "root": "0x" + entry.root.hex(),
                                                              "revealed": "0x" + task.result.hex()})
-        if outcome == "mismatch" and self.reader.manifest(task.job_id).repro and not self.challenged_before(entry.task_id):
+        if outcome == "mismatch" and self.reader.manifest(task.job_id).repro and not self.challenged_before(task):
             self.challenge(entry, false_challenger)
         self.book.close_entry(entry.task_id, SAMPLE, "done", outcome)
 
-    def challenged_before(self, task_id: int) -> bool:
-        """Whether our last challenge of this task was settled already (we lost it: the result
-        got its window back). One challenge a task: a lost one is not repeated."""
-        game_id = self.game.functions.gameOfTask(task_id).call()
-        return game_id != 0 and self.game_view(game_id).challenger.lower() == self.address.lower()
+    def group_revealed(self, task) -> bool:
+        """Whether every other stage of a stage task's group has revealed its result."""
+        manifest = self.reader.manifest(task.job_id)
+        return all(self.reader.reveal(encode_task_id(task.job_id, task.round, i)) is not None
+                   for i in group_indices(manifest, task.index) if i != task.index)
+
+    def challenged_before(self, task) -> bool:
+        """Whether we challenged this very result before (we lost: it got its window back).
+        One challenge a result: a lost one is not repeated; a task redone since has a new one."""
+        game_id = self.game.functions.gameOfTask(task.task_id).call()
+        if game_id == 0:
+            return False
+        game = self.game_view(game_id)
+        return game.challenger.lower() == self.address.lower() and game.worker_root == task.result
 
     def challenge(self, entry: Entry, false_challenger: bool) -> None:
         """Open a dispute game on the task with our replay's root and opening claims."""

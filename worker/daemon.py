@@ -4,7 +4,8 @@
 
 * Offered  → accept, if the job fits this machine (device class, memory), after a warm-up
   step of a model that compiles kernels (truetrain.daemon.warmup);
-* Running  → compute the result (train a shard, or aggregate the round) and publish it in
+* Running  → compute the result (train a shard, run its stage of a pipelined shard with
+  the group's other stages, or aggregate the round) and publish it in
   the background lane (truetrain.daemon.lane; the loop keeps defending games meanwhile),
   persist root, CID and a fresh salt, then commit; a restart finds them in the book and
   commits without training again;
@@ -13,6 +14,10 @@
   (``settleAudit``);
 * later states → nothing to do; Finalized closes the entry as done, a task that moved to
   another worker (this one timed out, or lost a dispute) as lost.
+
+A pipelined job's stage exchanges its messages through this worker's mailbox
+(truetrain.daemon.mailbox, published in its profile) and the mailboxes of the workers
+holding the other stages of its group.
 
 Disputes: an audit mismatch on one of its tasks makes it open the game
 (``openAuditDispute``, unless someone did); every game where it is the worker is driven by
@@ -24,20 +29,29 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
 from truetrain.daemon.devices import DevicePool
+from truetrain.daemon.mailbox import Mailbox, StageBoard, stage_space
 from truetrain.daemon.warmup import WarmUps
+from truetrain.errors import PipelineError
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
                               publish_result, result_commitment)
+from truetrain.market.codes import encode_task_id
 from truetrain.market.compute import ComputedResult
-from truetrain.market.faulty import WithholdingStore, faulty_result
+from truetrain.market.faulty import WithholdingStore, corrupt_messages, faulty_result
+from truetrain.market.stage_run import publish_stage, run_stage_task
+from truetrain.market.stages import group_indices, task_place
 from truetrain.training.memory import offer_refusal
 
 log = logging.getLogger("worker")
 
 WORK, DEFEND, OPEN_GAME = "work", "defend", "open-game"
+#: States in which a stage task's worker serves its records to the other stages.
+STAGE_LIVE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED,
+              TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED, TaskStatus.FINALIZED}
 WAITING = {TaskStatus.REVEALED, TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED}
 
 
@@ -54,6 +68,21 @@ class WorkerDaemon(Daemon):
         #: The device of each of the up to max_concurrent tasks training at once.
         self.devices = DevicePool(self.device, self.lane_threads())
         self.warmups = WarmUps(self, self.devices.acquire)
+        self.mailbox: Mailbox | None = None
+        self._boards: dict[int, tuple[float, tuple[str, str] | None]] = {}
+        #: the mailbox space each stage task of this worker posts in (dropped when it ends)
+        self._spaces: dict[int, str] = {}
+
+    def complete_profile(self, profile):
+        """Serve the mailbox of this worker's pipeline stages and declare where it is."""
+        if self.mailbox is None:
+            self.mailbox = Mailbox(self.settings.mailbox_host, self.settings.mailbox_port)
+        return replace(profile, mailbox=self.mailbox.url)
+
+    def close(self) -> None:
+        super().close()
+        if self.mailbox is not None:
+            self.mailbox.close()
 
     def on_event(self, event) -> None:
         args, mine = event.args, event.args.get("worker", "").lower() == self.address.lower()
@@ -90,25 +119,29 @@ class WorkerDaemon(Daemon):
         """As many tasks at once as this worker declares it runs (the contracts assign no more)."""
         return self.settings.max_concurrent
 
-    def refusal(self, job_id: int) -> str | None:
-        """Why this worker declines the job's tasks (its device or memory), or None."""
-        return offer_refusal(self.reader.job(job_id), self.reader.manifest(job_id), self.profile.device_class,
-                             self.profile.memory_mib)
+    def refusal(self, task) -> str | None:
+        """Why this worker declines the task (its device or memory; a stage task: that stage's), or None."""
+        manifest = self.reader.manifest(task.job_id)
+        stage = task_place(manifest, task.index)[1] if self.reader.is_stage_task(task.task_id) else None
+        return offer_refusal(self.reader.job(task.job_id), manifest, self.profile.device_class,
+                             self.profile.memory_mib, stage)
 
     def work(self, entry: Entry) -> None:
         task = self.reader.task(entry.task_id)
         ident = {"task": str(entry.task_id)}
         if task.status == TaskStatus.FINALIZED and task.is_worker(self.address):
             self.book.close_entry(entry.task_id, WORK, "done")
+            self.drop_space(entry.task_id)
             log.info("task finalized: paid", extra=ident)
             return
         if not task.is_worker(self.address) or task.status in (TaskStatus.PENDING, TaskStatus.CLOSED):
             self.book.close_entry(entry.task_id, WORK, "lost", f"task is {task.status.name} with {task.worker}")
+            self.drop_space(entry.task_id)
             log.warning("task no longer ours", extra={**ident, "status": task.status.name})
             return
         market = self.market.functions
         if task.status == TaskStatus.OFFERED:
-            refusal = self.refusal(task.job_id)
+            refusal = self.refusal(task)
             if refusal is not None:
                 self.book.close_entry(entry.task_id, WORK, "lost", refusal)
                 log.warning("declined offer: %s", refusal, extra=ident)
@@ -148,6 +181,9 @@ class WorkerDaemon(Daemon):
         """Run in the lane: the task's result and the CID it was published under."""
         started, at = time.monotonic(), time.time()
         self.faults.before_compute()
+        if self.reader.is_stage_task(task_id):
+            with self.devices.acquire() as device:
+                return self.run_stage(task_id, device, started, at)
         with self.devices.acquire() as device:
             result = self.compute(task_id, device)
         seconds = time.monotonic() - started
@@ -165,6 +201,61 @@ class WorkerDaemon(Daemon):
                                             "seconds": round(seconds, 2), "started": round(at, 3), "device": device,
                                             "loss": round(result.training.metrics["final_train_loss"], 4)})
         return result.root, cid
+
+    def run_stage(self, task_id: int, device: str, started: float, at: float) -> tuple[bytes, str]:
+        """Run in the lane: a pipeline stage with the other stages of its group, published."""
+        job_id, round_index, index = decode_task_id(task_id)
+        manifest = self.reader.manifest(job_id)
+        group = group_indices(manifest, index)
+        space = self.space_of(task_id)
+        if space is None:
+            raise PipelineError(f"stage task {task_id} was never offered")
+        self._spaces[task_id] = space
+        board = StageBoard(self.mailbox, space,
+                           lambda stage: self.board_of(encode_task_id(job_id, round_index, group[stage])))
+        tamper = None
+        if "corrupt-sent" in self.faults:
+            log.warning("fault: corrupting what the stage sends", extra={"task": str(task_id)})
+            tamper = corrupt_messages(int(self.faults.arg("corrupt-sent")))
+        run = run_stage_task(self.reader, task_id, board, self.store, timeout_s=self.settings.stage_wait_s,
+                             device=device, tamper=tamper)
+        store = WithholdingStore() if "withhold" in self.faults else self.store
+        cid, bundle = publish_stage(store, run, manifest)
+        seconds = time.monotonic() - started
+        self.metrics.steps.inc(run.steps)
+        log.info("trained stage", extra={"task": str(task_id), "stage": run.stage.index, "steps": run.steps,
+                                         "cid": cid, "seconds": round(seconds, 2), "started": round(at, 3),
+                                         "device": device, "moved": bundle.metrics["moved"]})
+        return bundle.root, cid
+
+    def space_of(self, task_id: int) -> str | None:
+        """The mailbox space of the current attempt at stage task ``task_id`` (None: never offered)."""
+        job_id, round_index, index = decode_task_id(task_id)
+        offered = self.reader.offered_block(task_id)
+        stages = self.reader.manifest(job_id).pipeline.stages
+        return None if offered is None else stage_space(job_id, round_index, index // stages, offered)
+
+    def board_of(self, task_id: int) -> tuple[str, str] | None:
+        """Where the current attempt at stage task ``task_id`` posts: its worker's mailbox URL
+        (from the profile it published; looked up again after a second, so a redrawn stage
+        is found at its new worker) and the attempt's space. None while nobody holds it."""
+        cached = self._boards.get(task_id)
+        if cached is not None and time.monotonic() - cached[0] < 1.0:
+            return cached[1]
+        task = self.reader.task(task_id)
+        where = None
+        if int(task.worker, 16) != 0 and task.status in STAGE_LIVE:
+            identity = self.contracts.registry.functions.identityOf(task.worker).call()
+            url, space = self.published_mailbox(identity[6], bytes(identity[5])), self.space_of(task_id)
+            where = (url, space) if url and space else None
+        self._boards[task_id] = (time.monotonic(), where)
+        return where
+
+    def drop_space(self, task_id: int) -> None:
+        """Forget the records a stage task of this worker posted (the task is over for it)."""
+        space = self._spaces.pop(task_id, None)
+        if space is not None and self.mailbox is not None:
+            self.mailbox.drop(space)
 
     def compute(self, task_id: int, device: str) -> ComputedResult:
         """The task's result on ``device``: honest, or the named cheat of a faulty worker

@@ -64,6 +64,13 @@ interface IJobMarket {
     /// `minFetchKiBps` and `maxRpcRttMs` are network terms on the worker drawn for a task
     /// (0 = none; see IWorkerPool: declared figures, fresh, not cooling down after a timeout);
     /// an auditor is drawn without them, so a job's network terms never thin its audits.
+    /// `stages` (1 … MAX_STAGES, dividing `shards`) splits the model by layers: the round's
+    /// shard tasks come in groups of `stages` consecutive indices, one per stage, that run
+    /// at once and exchange activations and gradients. A stage is never offered to the
+    /// worker of another stage of its group, and while a stage of a group is offered or accepted
+    /// the group's running stages keep at least a compute window from then (they wait on it).
+    /// A split job draws no audits (`auditRateBps` must be 0): a stage's inputs are its
+    /// siblings' results, so its results are checked by challenges in the challenge window.
     struct JobParams {
         string manifestCid;
         bytes32 manifestHash;
@@ -87,6 +94,7 @@ interface IJobMarket {
         uint16 checkpointLeaves;
         uint32 minFetchKiBps;
         uint32 maxRpcRttMs;
+        uint8 stages;
     }
 
     /// @notice A job as stored. `escrow` is what the job still holds here, `surplus` the
@@ -124,6 +132,7 @@ interface IJobMarket {
         string checkpointCid;
         uint32 minFetchKiBps;
         uint32 maxRpcRttMs;
+        uint8 stages;
     }
 
     /// @notice A task as stored. `deadline` is the block the current phase ends (accept,
@@ -201,11 +210,13 @@ interface IJobMarket {
     error JobCollateralTooLow(uint96 collateral, uint96 minimum);
     /// @notice The expiry block must lie in the future.
     error JobInvalidExpiry(uint64 expiryBlock);
-    /// @notice The audit rate is above 10_000 bps.
+    /// @notice The audit rate is above 10_000 bps, or not 0 on a job split into stages.
     error JobInvalidAuditRate(uint16 auditRateBps);
     /// @notice A network term is above the bound of what a worker can declare
     /// (`minFetchKiBps > MAX_FETCH_KIBPS` or `maxRpcRttMs > MAX_RPC_RTT_MS`).
     error JobInvalidNetworkTerms(uint32 minFetchKiBps, uint32 maxRpcRttMs);
+    /// @notice `stages` is 0, above MAX_STAGES or does not divide `shards`.
+    error JobInvalidStages(uint8 stages, uint32 shards);
     /// @notice The escrow pulled differs from what the job needs (fee-on-transfer token).
     error JobEscrowMismatch(uint256 expected, uint256 received);
     /// @notice The job's expiry block has passed: call `expireJob`.
@@ -236,6 +247,9 @@ interface IJobMarket {
     error TaskNotInChallengeWindow(uint256 taskId);
     /// @notice The challenge window is still open until `deadlineBlock`.
     error TaskChallengeWindowOpen(uint256 taskId, uint64 deadlineBlock);
+    /// @notice Stage task `taskId` waits for stage task `siblingId` of its group: a group's
+    /// stages are paid together, once every one is past its challenge window.
+    error TaskStageGroupUnsettled(uint256 taskId, uint256 siblingId);
     /// @notice The task is not Disputed.
     error TaskNotDisputed(uint256 taskId);
     /// @notice Only the task's worker may do this.
@@ -287,6 +301,9 @@ interface IJobMarket {
     );
     /// @notice `worker` accepted; it must commit by `commitDeadline`.
     event TaskAccepted(uint256 indexed taskId, address indexed worker, uint64 commitDeadline);
+    /// @notice A running stage task's commit deadline moved to `commitDeadline`: a stage of its
+    /// group was offered or accepted later, and the group's stages wait on each other.
+    event StageDeadlineExtended(uint256 indexed taskId, uint64 commitDeadline);
     /// @notice `worker` committed to its result; it may reveal (after any auditor commits) until `revealDeadline`.
     event ResultCommitted(uint256 indexed taskId, address indexed worker, bytes32 commitment, uint64 revealDeadline);
     /// @notice The task's audit draw is settled from the hash of block `ticket` (readable from
@@ -322,6 +339,13 @@ interface IJobMarket {
     event TaskTimedOut(uint256 indexed taskId, address indexed account, TaskStatus phase, uint256 penalty);
     /// @notice The task went back to its job's pending stack (drawn first next time).
     event TaskRequeued(uint256 indexed taskId, uint256 indexed jobId);
+    /// @notice Stage task `taskId` was sent back with its group, unpaid and unpenalised (its
+    /// worker's collateral released): stage task `causeTaskId` of the group failed after it
+    /// started (it timed out running, lost or voided its dispute), and the stages it
+    /// exchanged messages with must run again with its replacement; or `taskId` ran out of
+    /// time waiting for stage `causeTaskId`, which nobody held (`causeTaskId == taskId`: it
+    /// won its own dispute after its group was sent back).
+    event StageReset(uint256 indexed taskId, uint256 indexed causeTaskId);
     /// @notice A task of a cancelled or expired job was closed; its cost refunded.
     event TaskClosed(uint256 indexed taskId, uint256 refund);
     /// @notice Job `jobId` entered `round`, training from the given checkpoint.
@@ -495,6 +519,9 @@ interface IJobMarket {
 
     /// @notice Longest batch `finalizeMany` takes.
     function MAX_BATCH() external view returns (uint256);
+
+    /// @notice The most stages a job's model may be split into (JobParams.stages).
+    function MAX_STAGES() external view returns (uint8);
 
     /// @notice Whether `game` is a wired dispute game (may open, resolve and void disputes).
     function isDisputeGame(address game) external view returns (bool);

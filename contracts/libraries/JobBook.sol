@@ -21,6 +21,8 @@ library JobBook {
     uint256 internal constant MAX_CID_BYTES = 128;
     /// @notice See IJobMarket.MAX_BATCH.
     uint256 internal constant MAX_BATCH = 32;
+    /// @notice See IJobMarket.MAX_STAGES.
+    uint8 internal constant MAX_STAGES = TaskFlow.MAX_STAGES;
 
     /// @notice Validate `p`, store the job and emit `JobCreated`; the caller pulls `escrow`.
     /// @return jobId the new job's id
@@ -55,6 +57,12 @@ library JobBook {
         if (p.minFetchKiBps > MAX_FETCH_KIBPS || p.maxRpcRttMs > MAX_RPC_RTT_MS) {
             revert IJobMarket.JobInvalidNetworkTerms(p.minFetchKiBps, p.maxRpcRttMs);
         }
+        if (p.stages == 0 || p.stages > MAX_STAGES || p.shards % p.stages != 0) {
+            revert IJobMarket.JobInvalidStages(p.stages, p.shards);
+        }
+        // A stage's inputs are its siblings' results, revealed after its own commitment: an
+        // audit committed blind cannot replay it. Split jobs are checked by challenges.
+        if (p.stages > 1 && p.auditRateBps != 0) revert IJobMarket.JobInvalidAuditRate(p.auditRateBps);
         escrow = Escrow.jobEscrow(p.shards, p.rounds, p.rewardPerTask, p.auditFee);
         // INVARIANT: escrow fits the packed uint128 (checked, not truncated).
         if (escrow > type(uint128).max) revert IJobMarket.JobEscrowTooLarge(escrow);
@@ -84,6 +92,7 @@ library JobBook {
         j.checkpointHash = p.initialCheckpointHash;
         if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
         if ((p.minFetchKiBps | p.maxRpcRttMs) != 0) (j.minFetchKiBps, j.maxRpcRttMs) = (p.minFetchKiBps, p.maxRpcRttMs);
+        if (p.stages != 1) j.stages = p.stages;
         s.totalEscrow += uint128(escrow);
         s.jobsBySubmitter[msg.sender].push(jobId);
         emit IJobMarket.JobCreated(
@@ -123,6 +132,16 @@ library JobBook {
         job.checkpointCid = j.checkpointCid;
         job.minFetchKiBps = j.minFetchKiBps;
         job.maxRpcRttMs = j.maxRpcRttMs;
+        job.stages = j.stages == 0 ? 1 : j.stages;
+    }
+
+    /// @notice See IJobMarket.drawTask. Here rather than in JobMarket: a stage task's offer
+    /// (TaskFlow.assignStage) would not fit the market's bytecode with room to spare.
+    function drawOne(MarketStore storage s, MarketDeps memory d, uint256 jobId) external returns (uint256 id) {
+        JobRecord storage j = _drawable(s, jobId);
+        uint8 outcome;
+        (id, outcome) = TaskFlow.drawNext(s, d, j, jobId);
+        _requireDrawn(jobId, id, outcome);
     }
 
     /// @notice See IJobMarket.drawTasks.
@@ -131,15 +150,33 @@ library JobBook {
         returns (uint256 drawn)
     {
         if (count > MAX_BATCH) revert IJobMarket.MarketBatchTooLarge(count, MAX_BATCH);
-        JobRecord storage j = TaskFlow.activeJob(s, jobId);
-        if (block.number > j.expiryBlock) revert IJobMarket.JobPastExpiry(jobId, j.expiryBlock);
+        JobRecord storage j = _drawable(s, jobId);
         for (; drawn < count; ++drawn) {
             (uint256 id, uint8 outcome) = TaskFlow.drawNext(s, d, j, jobId);
             if (outcome == TaskFlow.DRAWN) continue;
             if (drawn != 0) break;
-            if (outcome == TaskFlow.NOTHING_TO_DRAW) revert IJobMarket.JobNothingToDraw(jobId);
-            revert IJobMarket.JobNoEligibleWorker(jobId, id);
+            _requireDrawn(jobId, id, outcome);
         }
+    }
+
+    /// @notice See TaskFlow.stageBlocker (JobMarket.finalize of a stage task).
+    function stageBlocker(MarketStore storage s, uint256 id, uint8 stages) external view returns (uint256) {
+        return TaskFlow.stageBlocker(s, id, stages);
+    }
+
+    /// @notice See TaskFlow.alignStages (called by JobMarket.acceptTask for a stage task).
+    function alignStages(MarketStore storage s, uint256 id, uint8 stages, uint64 deadline) external {
+        TaskFlow.alignStages(s, id, stages, deadline);
+    }
+
+    function _drawable(MarketStore storage s, uint256 jobId) private view returns (JobRecord storage j) {
+        j = TaskFlow.activeJob(s, jobId);
+        if (block.number > j.expiryBlock) revert IJobMarket.JobPastExpiry(jobId, j.expiryBlock);
+    }
+
+    function _requireDrawn(uint256 jobId, uint256 id, uint8 outcome) private pure {
+        if (outcome == TaskFlow.NOTHING_TO_DRAW) revert IJobMarket.JobNothingToDraw(jobId);
+        if (outcome == TaskFlow.NO_ELIGIBLE_WORKER) revert IJobMarket.JobNoEligibleWorker(jobId, id);
     }
 
     /// @dev The pool members a batch settles, each once: its released pool slots, the
@@ -183,6 +220,8 @@ library JobBook {
         if (t.status != IJobMarket.TaskStatus.ChallengeWindow || block.number <= t.deadline) return false;
         uint256 jobId = TaskIds.jobOf(id);
         JobRecord storage j = s.jobs[jobId];
+        // A stage is paid with its group (TaskFlow.stageBlocker).
+        if (j.stages > 1 && uint32(id) < j.shards && TaskFlow.stageBlocker(s, id, j.stages) != 0) return false;
         address worker = t.worker;
         bool audited = t.flags & TaskFlow.FLAG_AUDITOR != 0;
         // INVARIANT: a task is paid once: Finalized is terminal.

@@ -15,7 +15,7 @@ import {Escrow} from "./Escrow.sol";
 /// windows, audit rate and the draw's requirements; slot 1, read and written by a draw and a
 /// finalize: the round counters, the offer nonce and the collateral; slot 2, read by a draw
 /// (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize; slot 8, read
-/// by a draw: the network terms.
+/// by a draw: the network terms and the stage count.
 struct JobRecord {
     // slot 0
     IJobMarket.JobStatus status;
@@ -52,9 +52,11 @@ struct JobRecord {
     bytes32 manifestHash;
     bytes32 checkpointHash;
     string checkpointCid;
-    // slot 8, read by every offer (one more cold read): the network terms, zero = none
+    // slot 8, read by every offer (one more cold read): the network terms, zero = none,
+    // and the stages a model is split into (0 and 1: not split)
     uint32 minFetchKiBps;
     uint32 maxRpcRttMs;
+    uint8 stages;
 }
 
 /// @notice Everything JobMarket stores, in one struct so that its libraries can be handed the
@@ -97,11 +99,19 @@ library TaskFlow {
     /// @dev An auditor is assigned (`auditor` is set): the hot paths test this bit instead of
     /// reading the auditor's slot (a cold read) for every unaudited task.
     uint8 internal constant FLAG_AUDITOR = 32;
+    /// @dev A stage task in its own dispute whose group was sent back meanwhile: whatever the
+    /// verdict, it is not paid (TaskRecovery.resolve sends it back too).
+    uint8 internal constant FLAG_GROUP_RESET = 64;
 
     /// @dev `drawNext` outcomes.
     uint8 internal constant DRAWN = 0;
     uint8 internal constant NOTHING_TO_DRAW = 1;
     uint8 internal constant NO_ELIGIBLE_WORKER = 2;
+
+    /// @dev The most stages a job's model may be split into (bounds the loop over a group).
+    uint8 internal constant MAX_STAGES = 8;
+    /// @dev Draws a stage offer tries before it gives up (the task then waits to be drawn).
+    uint256 internal constant STAGE_DRAWS = 8;
 
     /// @dev The seed of a task's *offer* (which worker is asked to run it): prevrandao, the
     /// task id and the job's offer nonce. It decides no party's fate: an offer can be declined
@@ -116,26 +126,119 @@ library TaskFlow {
         return keccak256(abi.encode(block.prevrandao, id, nonce));
     }
 
+    /// @dev Offer task `id` to a worker drawn from the pool, never `exclude` (the worker that
+    /// failed it), and for a stage task never a worker of another stage of its group.
+    /// Returns false when none is eligible.
     function offer(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 id, address exclude)
         internal
         returns (bool)
     {
-        address worker = d.pool.assign(
-            offerSeed(j, id),
-            IWorkerPool.Requirements(
-                j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
-            ),
-            false
+        IWorkerPool.Requirements memory req = IWorkerPool.Requirements(
+            j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
         );
+        bool staged = j.stages > 1 && uint32(id) < j.shards;
+        address worker = staged ? assignStage(s, d, req, offerSeed(j, id), id, j.stages) : d.pool.assign(offerSeed(j, id), req, false);
         if (worker == address(0)) return false;
+        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
         uint64 deadline = uint64(block.number) + j.acceptWindow;
         IJobMarket.Task storage t = s.tasks[id];
         t.worker = worker;
         t.status = IJobMarket.TaskStatus.Offered;
         t.deadline = deadline;
-        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
         emit IJobMarket.TaskDrawn(id, jobId, worker, round, index, deadline);
+        if (staged) alignStages(s, id, j.stages, deadline + j.computeWindow);
         return true;
+    }
+
+    /// @dev A worker for stage task `id` that holds no other stage of its group (the stages
+    /// run at once, each in the memory of one): the pool excludes the worker of the stage
+    /// before it (or the one that failed this task), and the draw is tried again from a fresh
+    /// seed, up to STAGE_DRAWS times, while it lands on a worker of another stage.
+    function assignStage(
+        MarketStore storage s,
+        MarketDeps memory d,
+        IWorkerPool.Requirements memory req,
+        bytes32 seed,
+        uint256 id,
+        uint8 stages
+    ) private returns (address) {
+        address[] memory others = _groupWorkers(s, id, stages);
+        uint256 stage = uint32(id) % stages;
+        if (req.exclude == address(0) && stage != 0) req.exclude = others[stage - 1];
+        for (uint256 attempt = 0; attempt < STAGE_DRAWS; ++attempt) {
+            bytes32 attemptSeed = attempt == 0 ? seed : keccak256(abi.encode(seed, attempt));
+            address candidate = d.pool.sample(attemptSeed, req, false);
+            if (candidate == address(0)) return address(0);
+            if (!_contains(others, candidate)) return d.pool.assign(attemptSeed, req, false);
+        }
+        return address(0);
+    }
+
+    /// @dev The workers holding the other stages of task `id`'s group, by stage (zero at `id`'s
+    /// own stage and at stages nobody holds: not drawn yet, or waiting to be drawn again).
+    function _groupWorkers(MarketStore storage s, uint256 id, uint8 stages) private view returns (address[] memory others) {
+        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
+        uint32 first = index - index % stages;
+        others = new address[](stages);
+        for (uint32 k = first; k < first + stages; ++k) {
+            IJobMarket.Task storage t = s.tasks[TaskIds.encode(jobId, round, k)];
+            if (k != index && t.status >= IJobMarket.TaskStatus.Offered && t.status <= IJobMarket.TaskStatus.Finalized) {
+                others[k - first] = t.worker;
+            }
+        }
+    }
+
+    /// @dev A stage of task `id`'s group that nobody holds (not drawn yet, or waiting to be
+    /// drawn again), or 0: while there is one, the group's running stages cannot progress.
+    function undrawnStage(MarketStore storage s, uint256 id, uint8 stages) internal view returns (uint256) {
+        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
+        uint32 first = index - index % stages;
+        for (uint32 k = first; k < first + stages; ++k) {
+            uint256 sibling = TaskIds.encode(jobId, round, k);
+            IJobMarket.TaskStatus st = s.tasks[sibling].status;
+            if (k != index && (st == IJobMarket.TaskStatus.None || st == IJobMarket.TaskStatus.Pending)) return sibling;
+        }
+        return 0;
+    }
+
+    /// @dev The first other stage of task `id`'s group that is neither Finalized nor past its
+    /// challenge window (0: none; task ids are never 0): until then `id` is not paid.
+    function stageBlocker(MarketStore storage s, uint256 id, uint8 stages) internal view returns (uint256) {
+        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
+        uint32 first = index - index % stages;
+        for (uint32 k = first; k < first + stages; ++k) {
+            if (k == index) continue;
+            uint256 sibling = TaskIds.encode(jobId, round, k);
+            IJobMarket.Task storage t = s.tasks[sibling];
+            bool settled = t.status == IJobMarket.TaskStatus.Finalized
+                || (t.status == IJobMarket.TaskStatus.ChallengeWindow && block.number > t.deadline);
+            if (!settled) return sibling;
+        }
+        return 0;
+    }
+
+    function _contains(address[] memory list, address account) private pure returns (bool) {
+        for (uint256 i = 0; i < list.length; ++i) {
+            if (list[i] == account) return true;
+        }
+        return false;
+    }
+
+    /// @dev The stages of a group run at once and wait on each other's messages: every
+    /// running stage of task `id`'s group (other than `id`) gets a commit deadline of at least
+    /// `deadline`. At most MAX_STAGES - 1 tasks.
+    function alignStages(MarketStore storage s, uint256 id, uint8 stages, uint64 deadline) internal {
+        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
+        uint32 first = index - index % stages;
+        for (uint32 k = first; k < first + stages; ++k) {
+            if (k == index) continue;
+            uint256 sibling = TaskIds.encode(jobId, round, k);
+            IJobMarket.Task storage t = s.tasks[sibling];
+            if (t.status == IJobMarket.TaskStatus.Running && t.deadline < deadline) {
+                t.deadline = deadline;
+                emit IJobMarket.StageDeadlineExtended(sibling, deadline);
+            }
+        }
     }
 
     /// @dev Offer the job's next task (the caller checked that the job is Active and not past

@@ -51,6 +51,8 @@ library TaskRecovery {
             t.auditor = address(0);
             t.flags = 0;
             TaskFlow.openWindow(t, id, j.challengeWindow);
+        } else if (_stalledStage(s, d, j, jobId, id, st, worker)) {
+            return;
         } else {
             // The worker missed accept, commit or reveal. After a commitment (it may know the
             // audit draw went against it) silence costs the whole collateral, as losing would;
@@ -68,6 +70,9 @@ library TaskRecovery {
             d.registry.recordTimeout(worker);
             if (auditor != address(0)) d.pool.release(auditor, d.auditorCollateral);
             d.pool.release(worker, collateral - taken);
+            // A stage that never started leaves its group waiting (TaskFlow.alignStages); one
+            // that ran may have sent messages its replacement will not: the group runs again.
+            if (st != IJobMarket.TaskStatus.Offered) _resetGroup(s, d, j, jobId, id);
             TaskFlow.sendBack(s, d, j, jobId, id, true);
         }
     }
@@ -121,16 +126,26 @@ library TaskRecovery {
         if (verdict == 0) emit IJobMarket.DisputeVoided(id);
         else emit IJobMarket.DisputeResolved(id, workerWon);
         if (t.flags & TaskFlow.FLAG_CHALLENGED != 0) {
-            if (workerWon) {
+            if (workerWon && t.flags & TaskFlow.FLAG_GROUP_RESET == 0) {
                 // The result stood: its challenge window resumes with the blocks it had left.
                 t.flags &= ~TaskFlow.FLAG_CHALLENGED;
                 TaskFlow.openWindow(t, id, t.deadline);
                 return;
             }
+            if (workerWon) {
+                // It stood, but its group was sent back meanwhile (another stage failed): its
+                // result is of no use without them; it goes back unpaid and unpenalised.
+                d.pool.release(worker, j.workerCollateral);
+                emit IJobMarket.StageReset(id, id);
+                TaskFlow.sendBack(s, d, j, jobId, id, false);
+                return;
+            }
             // Pool slots were held through the challenge. Lost: the game slashed the
             // collateral (and that of an auditor that had confirmed the result). No verdict:
-            // nobody is paid or slashed, the collaterals come back.
+            // nobody is paid or slashed, the collaterals come back. Either way a stage's
+            // group runs again: its other stages ran on this stage's messages.
             bool voided = verdict == 0;
+            if (t.flags & TaskFlow.FLAG_GROUP_RESET == 0) _resetGroup(s, d, j, jobId, id); // else: reset already
             d.pool.release(worker, voided ? j.workerCollateral : 0);
             if (auditor != address(0)) d.pool.release(auditor, voided ? d.auditorCollateral : 0);
         } else if (workerWon) {
@@ -140,5 +155,53 @@ library TaskRecovery {
             return;
         }
         TaskFlow.sendBack(s, d, j, jobId, id, false);
+    }
+
+    /// @dev A running stage whose group has a stage nobody holds could not progress (every
+    /// step needs every stage): its deadline passing is not its worker's fault. It goes back
+    /// unpaid and unpenalised, its collateral released. True when that is the case.
+    function _stalledStage(
+        MarketStore storage s,
+        MarketDeps memory d,
+        JobRecord storage j,
+        uint256 jobId,
+        uint256 id,
+        IJobMarket.TaskStatus st,
+        address worker
+    ) private returns (bool) {
+        if (st != IJobMarket.TaskStatus.Running || j.stages < 2 || uint32(id) >= j.shards) return false;
+        uint256 undrawn = TaskFlow.undrawnStage(s, id, j.stages);
+        if (undrawn == 0) return false;
+        d.pool.release(worker, j.workerCollateral);
+        emit IJobMarket.StageReset(id, undrawn);
+        TaskFlow.sendBack(s, d, j, jobId, id, true);
+        return true;
+    }
+
+    /// @dev Stage task `id` failed after it started: send every other stage of its group that
+    /// is offered or under way (running, committed, revealed, in its challenge window) back
+    /// too, unpaid and unpenalised, its collateral released. A stage in its own dispute is
+    /// left to its game (which sends it back if its group was reset, see `resolve`); Finalized
+    /// never happens first (a group is paid together, TaskFlow.stageBlocker). At most
+    /// MAX_STAGES - 1 tasks.
+    function _resetGroup(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
+        private
+    {
+        uint8 stages = j.stages;
+        (, uint32 round, uint32 index) = TaskIds.decode(id);
+        if (stages < 2 || index >= j.shards) return;
+        uint32 first = index - index % stages;
+        for (uint32 k = first; k < first + stages; ++k) {
+            if (k == index) continue;
+            uint256 sibling = TaskIds.encode(jobId, round, k);
+            IJobMarket.Task storage t = s.tasks[sibling];
+            IJobMarket.TaskStatus st = t.status;
+            if (st == IJobMarket.TaskStatus.Disputed) t.flags |= TaskFlow.FLAG_GROUP_RESET;
+            if (st < IJobMarket.TaskStatus.Offered || st > IJobMarket.TaskStatus.ChallengeWindow) continue;
+            // INVARIANT: a reset stage's worker loses nothing: its whole collateral comes back.
+            d.pool.release(t.worker, j.workerCollateral);
+            emit IJobMarket.StageReset(sibling, id);
+            TaskFlow.sendBack(s, d, j, jobId, sibling, false);
+        }
     }
 }

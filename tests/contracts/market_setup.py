@@ -71,6 +71,7 @@ def job_params(**overrides):
         checkpointLeaves=7,
         minFetchKiBps=0,
         maxRpcRttMs=0,
+        stages=1,
     )
     p.update(overrides)
     return tuple(p.values())

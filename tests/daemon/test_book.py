@@ -20,10 +20,13 @@ def test_book_resultAndSaltSurviveReopen(tmp_path):
 def test_book_closedEntry_reopensWhenTheTaskIsDrawnAgain(tmp_path):
     book = Book(tmp_path / "book.sqlite")
     book.open(9, "work")
+    book.record_result(9, "work", b"\x01" * 32, "QmOld", b"\x02" * 32)
     book.close_entry(9, "work", "lost", "timed out")
     assert book.open_entries("work") == []
     assert book.open(9, "work") is True
-    assert book.get(9, "work").state == "open"
+    entry = book.get(9, "work")
+    # the earlier attempt's result is not this attempt's
+    assert (entry.state, entry.root, entry.cid, entry.salt) == ("open", None, None, None)
 
 
 def test_book_dueEntries_onlyThoseReached(tmp_path):

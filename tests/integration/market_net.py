@@ -22,8 +22,15 @@ TOKEN = 10**18
 SUBMITTER = 1
 
 
+# The referees' commit and reveal windows and each party's dispute clock are waited out only
+# by a party that fails; on a loaded 2-core machine (six test lanes) 30 blocks once passed
+# before an honest referee had recomputed its step, so it was penalised as silent.
+PARAMS = StackParams(unbonding_delay_blocks=5, dispute_clock_blocks=60, commit_window_blocks=120,
+                     reveal_window_blocks=120)
+
+
 class MarketNet:
-    def __init__(self, home: Path, ipfs_nodes: int = 1, params: StackParams = StackParams(unbonding_delay_blocks=5)):
+    def __init__(self, home: Path, ipfs_nodes: int = 1, params: StackParams = PARAMS):
         self.home = home
         self.anvil = start_anvil(free_port(), block_time=0.5, mixed_mining=True, log_path=home / "anvil.log")
         self.nodes = []

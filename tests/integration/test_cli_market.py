@@ -288,6 +288,36 @@ def test_job_submit_lm_from_a_text_file_publishes_text_shards(net, tmp_path):
             f"error: job {created['job_id']} has no global checkpoint yet (round 0)", code=1)
 
 
+def test_job_submit_lm_in_stages_creates_a_split_job_sized_by_its_largest_stage(net):
+    created = net.json("job", "submit", "--account", 6, "--model", "lm", "--d-model", 32, "--layers", 2,
+                       "--heads", 2, "--seq-len", 16, "--shards", 2, "--rounds", 1, "--steps", 4,
+                       "--checkpoint-interval", 2, "--batch-size", 4, "--stages", 3, "--micro-batches", 2)
+    # 2 shards x 3 stages + the aggregation, no audit fees drawn (the default audit rate is 0 split)
+    assert (created["stages"], created["tasks"], created["escrow_wei"]) == (3, 7, 7 * 12 * E)
+    import json
+
+    manifest = json.loads(net.ipfs_cat(created["manifest_cid"]))
+    assert manifest["pipeline"] == {"stages": 3, "split": "params", "micro_batches": 2}
+    status = net.json("job", "status", created["job_id"])
+    assert status["stages"] == 3
+    from truetrain.market import JobView
+
+    job = JobView.read(net.client.contract("JobMarket", net.contracts["market"]), created["job_id"])
+    assert (job.shards, job.stages, job.audit_rate_bps, job.memory_mib) == (6, 3, 0, 1024)
+
+
+def test_job_submit_in_stages_refuses_audits_and_lone_micro_batches_before_sending(net):
+    before = net.nonce(6)
+    refused(net.cli("job", "submit", "--account", 6, "--model", "lm", "--stages", 3, "--audit-rate", 0.5),
+            "error: a job split into stages is checked by sampling verifiers, not by drawn audits (a stage's inputs "
+            "are its neighbours' results): give --audit-rate 0", code=2)
+    refused(net.cli("job", "submit", "--account", 6, "--micro-batches", 2),
+            "error: --micro-batches applies to a model split with --stages")
+    refused(net.cli("job", "submit", "--account", 6, "--model", "lm", "--layers", 1, "--stages", 4),
+            "error: pipeline.stages: expected an integer in [2, 3], got 4", code=2)
+    assert net.nonce(6) == before
+
+
 def test_job_submit_lm_options_on_a_classifier_are_refused(net, tmp_path):
     before = net.nonce(6)
     refused(net.cli("job", "submit", "--account", 6, "--dropout", 0.1), "error: --dropout is an option of --model lm")

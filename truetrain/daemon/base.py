@@ -12,6 +12,7 @@ then stops the loop before the next one.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -37,6 +38,7 @@ from truetrain.hardware import detect
 from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
 from truetrain.market import MarketReader, ResultBundle, TaskStatus
+from truetrain.market.stages import StageBundle
 from truetrain.network import FetchMeter
 from truetrain.storage import StorageClient, StorageSettings
 
@@ -55,11 +57,6 @@ GAME_EVENTS = ("DisputeOpened", "RefereesDrawn")
 MAX_ATTEMPTS = 5
 GAS_CEILING = 5_000_000
 RANDOM_PATH_GAS = 500_000
-
-
-def _trace(bundle: ResultBundle) -> Trace:
-    """A bundle's checkpoint hashes and CIDs, in leaf order."""
-    return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
 
 
 class Stopping(Exception):
@@ -150,9 +147,15 @@ class Daemon:
         registry = self.contracts.registry
         identity = registry.functions.identityOf(self.address).call()
         registered, roles = identity[0], identity[1]
-        if registered and roles & self.role_bits == self.role_bits:
-            return
         profile = self.profile
+        if registered and roles & self.role_bits == self.role_bits:
+            if profile.mailbox and self.published_mailbox(identity[6], bytes(identity[5])) != profile.mailbox:
+                # its stages' records are served somewhere else now: publish the new profile
+                stored = self.store.add_bytes(profile.canonical_json())
+                self.send("updateProfile", registry.functions.updateProfile(stored.cid, stored.hash,
+                                                                            self.capability(profile)))
+                log.info("updated profile", extra={"profile": stored.cid, "mailbox": profile.mailbox})
+            return
         if not registered:
             stored = self.store.add_bytes(profile.canonical_json())
             self.send("register", registry.functions.register(self.role_bits, stored.cid, stored.hash,
@@ -161,6 +164,21 @@ class Daemon:
                                                    "memory_mib": profile.memory_mib, "gemm_route": profile.gemm_route})
         else:
             self.send("setRoles", registry.functions.setRoles(roles | self.role_bits))
+
+    def complete_profile(self, profile):
+        """The profile this daemon declares (a worker adds its mailbox)."""
+        return profile
+
+    def published_mailbox(self, cid: str, digest: bytes) -> str | None:
+        """The mailbox in a profile an identity published (None: none, or unreadable); a
+        profile read once is kept (its CID names its bytes)."""
+        cache = self.__dict__.setdefault("_profile_mailboxes", {})
+        if cid not in cache:
+            try:
+                cache[cid] = json.loads(self.store.fetch(cid, digest, max_size=1 << 20)).get("mailbox")
+            except (TruetrainError, ValueError, AttributeError):
+                return None
+        return cache[cid]
 
     def ensure_stake(self) -> None:
         """Top the active stake up to ``stake_wei`` and join the pool."""
@@ -203,11 +221,15 @@ class Daemon:
     def published_trace(self, task_id: int) -> Trace:
         """The checkpoint hashes and CIDs of the task's revealed result bundle, checked against
         its revealed root (this fails when the bundle is not retrievable)."""
-        return _trace(self.reader.result(task_id))
+        return self.reader.trace(task_id)
 
     def bundle_trace(self, cid: str, root: bytes) -> Trace:
-        """The hashes and CIDs of a result bundle this daemon published, checked against ``root``."""
-        return _trace(ResultBundle.from_bytes(self.reader.fetch_bundle(cid), root))
+        """The hashes and CIDs of a result (or stage) bundle this daemon published, checked against ``root``."""
+        data = self.reader.fetch_bundle(cid)
+        if StageBundle.is_stage(data):
+            return StageBundle.from_bytes(data, root).trace()
+        bundle = ResultBundle.from_bytes(data, root)
+        return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
 
     def open_audit_game(self, entry) -> None:
         """An audit of a task of ours mismatched: open its dispute game unless someone did."""
@@ -314,6 +336,7 @@ class Daemon:
         self.profile = detect(gemm_route=self.gemm.route)
         if self.settings.memory_mib:  # share part of the machine: declare (and hold to) less
             self.profile = replace(self.profile, memory_mib=min(self.profile.memory_mib, self.settings.memory_mib))
+        self.profile = self.complete_profile(self.profile)
         genesis = bytes(self.client.w3.eth.get_block(0)["hash"]).hex()
         if self.book.bind_chain(f"{genesis}:{self.market.address}"):
             log.warning("the chain or market changed since the book was written: starting a fresh book")

@@ -69,7 +69,10 @@ class Book:
     # --- tasks -------------------------------------------------------------------------
 
     def open(self, task_id: int, kind: str, *, due: int = 0) -> bool:
-        """Start tracking (task, kind); re-opens a finished entry (a task drawn again). True if new or re-opened."""
+        """Start tracking (task, kind); re-opens a finished entry (a task drawn again, a
+        challenge window opened again) with its root, CID and salt forgotten: what was
+        computed for an earlier attempt is not this one's (a pipeline stage redone with its
+        group has other inputs). True if new or re-opened."""
         now = time.time()
         row = self.db.execute("SELECT state FROM tasks WHERE task_id = ? AND kind = ?", (str(task_id), kind)).fetchone()
         if row is None:
@@ -77,8 +80,8 @@ class Book:
                             (str(task_id), kind, due, now))
             return True
         if row[0] != "open":
-            self.db.execute("UPDATE tasks SET state = 'open', due = ?, attempts = 0, updated = ? "
-                            "WHERE task_id = ? AND kind = ?", (due, now, str(task_id), kind))
+            self.db.execute("UPDATE tasks SET state = 'open', due = ?, attempts = 0, updated = ?, root = NULL, "
+                            "cid = NULL, salt = NULL WHERE task_id = ? AND kind = ?", (due, now, str(task_id), kind))
             return True
         if due:
             self.db.execute("UPDATE tasks SET due = MIN(due, ?) WHERE task_id = ? AND kind = ?",

@@ -12,7 +12,7 @@ from truetrain.daemon.settings import DEVICES, GEMM_ROUTES, load_settings
 
 
 def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_default: bool = False,
-                   network: bool = False) -> click.Command:
+                   network: bool = False, stages: bool = False) -> click.Command:
     """A click ``run`` command that builds ``factory(settings)`` and runs it until SIGTERM."""
 
     def run(config, max_ticks, **flags):
@@ -68,6 +68,15 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
     if sample_rate:
         options.append(click.option("--sample-rate", type=click.FloatRange(0, 1),
                                     help="Share of other finished tasks to replay [default: 0]."))
+    if stages:
+        options += [
+            click.option("--mailbox-port", type=click.IntRange(0, 65535),
+                         help="Port (on --mailbox-host) serving the records this worker's pipeline stages post to "
+                              "the other stages' workers, published in its profile [default: 0, a free one]."),
+            click.option("--mailbox-host", help="Address the mailbox listens on [default: 127.0.0.1]."),
+            click.option("--stage-wait", "stage_wait_s", type=click.FloatRange(0, min_open=True),
+                         help="Seconds a pipeline stage waits for a message of another stage [default: 300]."),
+        ]
     if network:
         options.append(click.option(
             "--network-check-blocks", type=click.IntRange(1),

@@ -9,6 +9,9 @@ cheater from a bug. ``TRUETRAIN_FAULT`` holds one or more comma-separated faults
   honestly but perturbs the model at checkpoint step ``<step>``; ``lazy`` returns its start
   checkpoint as every checkpoint; ``wrong-start`` trains from a wrong checkpoint 0;
   ``withhold`` publishes nothing it commits to (its CIDs resolve nowhere);
+* ``corrupt-sent:<step>`` — a pipeline stage that adds noise to the activations and
+  gradients it sends its neighbours from step ``<step>`` on, while its own parameters stay
+  honest (logs ``fault: corrupting what the stage sends``);
 * ``slow-compute:<seconds>`` — a slow machine: every computation of the worker's lane
   waits that long before training (logs ``fault: slow compute``);
 * dispute behaviour: ``stall-dispute`` never moves in a dispute game (loses on its clock);
@@ -31,7 +34,7 @@ ENV = "TRUETRAIN_FAULT"
 KNOWN = {
     "hang-after": True, "perturb-step": True, "lazy": False, "wrong-start": False, "withhold": False,
     "stall-dispute": False, "false-challenge": False, "lying-referee": False, "silent-referee": False,
-    "slow-compute": True,
+    "slow-compute": True, "corrupt-sent": True,
 }
 #: Faults that change the result a worker computes (at most one of them at a time).
 CHEATS = ("perturb-step", "lazy", "wrong-start")
@@ -54,6 +57,9 @@ class Faults:
         step = self._faults.get("perturb-step")
         if step is not None and not step.isdigit():
             raise ConfigError(f"{ENV}: perturb-step takes a step number, got {step!r}")
+        corrupt = self._faults.get("corrupt-sent")
+        if corrupt is not None and not corrupt.isdigit():
+            raise ConfigError(f"{ENV}: corrupt-sent takes a step number, got {corrupt!r}")
         slow = self._faults.get("slow-compute")
         if slow is not None and not slow.replace(".", "", 1).isdigit():
             raise ConfigError(f"{ENV}: slow-compute takes seconds, got {slow!r}")

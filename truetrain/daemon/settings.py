@@ -41,6 +41,9 @@ class DaemonSettings:
     ``memory_mib``: declare at most this much memory (0: what the device has); a worker
     declines tasks whose model needs more.
     ``metrics_port`` 0 turns the Prometheus endpoint off.
+    ``mailbox_host`` / ``mailbox_port``: where a worker serves the records its pipeline
+    stages post (port 0: a free one), published in its profile (truetrain.daemon.mailbox);
+    ``stage_wait_s``: how long a stage waits for a message from another stage.
     """
 
     role: str
@@ -65,6 +68,9 @@ class DaemonSettings:
     region: int = 0
     max_concurrent: int = 1
     memory_mib: int = 0
+    mailbox_host: str = "127.0.0.1"
+    mailbox_port: int = 0
+    stage_wait_s: float = 300.0
     log_format: str = "json"
     log_file: Path | None = None
 
@@ -83,12 +89,16 @@ class DaemonSettings:
             raise ConfigError(f"log_format must be json or text, got {self.log_format!r}")
         if not (isinstance(self.poll_interval_s, (int, float)) and 0 < self.poll_interval_s < math.inf):
             raise ConfigError(f"poll_interval_s must be > 0, got {self.poll_interval_s!r}")
+        if not (isinstance(self.stage_wait_s, (int, float)) and 0 < self.stage_wait_s < math.inf):
+            raise ConfigError(f"stage_wait_s must be > 0, got {self.stage_wait_s!r}")
+        if not isinstance(self.mailbox_host, str) or not self.mailbox_host:
+            raise ConfigError(f"mailbox_host must be a host name or address, got {self.mailbox_host!r}")
         if not (isinstance(self.sample_rate, (int, float)) and 0 <= self.sample_rate <= 1):
             raise ConfigError(f"sample_rate must be in [0, 1], got {self.sample_rate!r}")
         for name, low, high in (("metrics_port", 0, 65535), ("confirmations", 0, 64), ("heartbeat_blocks", 1, 10**9),
                                 ("network_check_blocks", 1, 10**9),
                                 ("stake_wei", 0, 2**128 - 1), ("region", 0, 65535), ("max_concurrent", 1, 255),
-                                ("memory_mib", 0, 2**31 - 1), ("account_index", 0, 19)):
+                                ("memory_mib", 0, 2**31 - 1), ("mailbox_port", 0, 65535), ("account_index", 0, 19)):
             value = getattr(self, name)
             if name == "account_index" and value is None:
                 continue

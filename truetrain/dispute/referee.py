@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 
-from truetrain.errors import StorageError
+from truetrain.errors import PipelineError, ResultInvalid, StorageError
 from truetrain.market import compute_task, decode_task_id
+from truetrain.market.stage_run import replay_segment, start_leaf
+from truetrain.market.stages import LeafRecord, aggregation_index
 from truetrain.training.task import task_start
 from truetrain.training.trainer import replay
 
@@ -28,8 +30,10 @@ def recompute_hi(reader, view: GameView, d: Disputed, *, device=None) -> bytes |
     ended on (None: the agreed checkpoint could not be fetched)."""
     job_id, round_index, index = decode_task_id(view.task_id)
     manifest = reader.manifest(job_id)
-    if index == len(manifest.shards):
+    if index == aggregation_index(manifest):
         return compute_task(reader, view.task_id, device=device).root
+    if reader.is_stage_task(view.task_id):
+        return stage_hi(reader, view, d, device=device)
     if d.lo == 0:
         return task_start(manifest, reader.round_start(job_id, round_index), index, round_index).hash()
     for cid in d.agreed_cids:
@@ -43,6 +47,27 @@ def recompute_hi(reader, view: GameView, d: Disputed, *, device=None) -> bytes |
         return None
     steps = (d.hi - d.lo) * manifest.checkpoint_interval
     return replay(manifest, reader.shard(job_id, index), start, steps, device=device).hash()
+
+
+def stage_hi(reader, view: GameView, d: Disputed, *, device=None) -> bytes | None:
+    """A stage task's honest leaf at hi: the start's leaf at lo = 0, else one interval
+    replayed from the agreed leaf's record (fetched from a CID either party claimed and
+    checked against the agreed leaf) on the inputs the stage's siblings committed to."""
+    if d.lo == 0:
+        return start_leaf(reader, view.task_id)
+    for cid in d.agreed_cids:
+        try:
+            record = LeafRecord.from_bytes(reader.fetch_bundle(cid), d.agreed)
+            break
+        except (StorageError, ResultInvalid) as exc:
+            log.warning("agreed leaf record not usable", extra={"game": view.game_id, "cid": cid, "error": str(exc)})
+    else:
+        return None
+    try:
+        return replay_segment(reader, view.task_id, d.lo, record, reader.store, device=device)
+    except (StorageError, ResultInvalid, PipelineError) as exc:  # a sibling's committed input is not there
+        log.warning("stage interval not replayable", extra={"game": view.game_id, "error": str(exc)})
+        return None
 
 
 def referee_vote(reader, game_contract, view: GameView, *, device=None) -> Vote:

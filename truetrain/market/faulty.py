@@ -8,6 +8,9 @@ root proves against them: only re-execution can tell.
   on honestly from there;
 * ``lazy`` — the start checkpoint returned as every checkpoint, no training at all;
 * ``wrong_start`` — honest training from a wrong checkpoint 0 (the model nudged before step 1);
+* ``corrupt_messages`` — a pipeline stage's tamper that nudges every activation (``ACT``)
+  and gradient (``GRAD``) it sends from ``step`` on (its own parameters stay honest: only a
+  replay of what it *sent* catches it);
 * ``WithholdingStore`` — publishing that names content without uploading it.
 """
 
@@ -27,6 +30,20 @@ from truetrain.training.trainer import as_shard, train
 from .codes import decode_task_id
 
 NUDGE = 1e-2
+
+
+def corrupt_messages(from_step: int):
+    """A :data:`~truetrain.training.pipeline.stage.Tamper` that nudges outgoing activations and gradients."""
+    from dataclasses import replace
+
+    from truetrain.training.pipeline import Kind
+
+    def tamper(message):
+        if message.kind not in (Kind.ACT, Kind.GRAD) or message.step < from_step:
+            return message
+        return replace(message, tensors={k: v + NUDGE for k, v in message.tensors.items()})
+
+    return tamper
 
 
 def nudged(ckpt: Checkpoint) -> Checkpoint:

@@ -10,6 +10,8 @@ from truetrain.errors import ConfigError
 from truetrain.network import MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
 from truetrain.training import Manifest
 
+from .stages import stage_count
+
 
 @dataclass(frozen=True)
 class JobTerms:
@@ -46,14 +48,16 @@ class JobTerms:
         return (shards + 1) * rounds * (self.reward_per_task + self.audit_fee)
 
     def params(self, manifest: Manifest, manifest_cid: str, block: int) -> tuple:
-        """The JobParams tuple for ``createJob``."""
+        """The JobParams tuple for ``createJob``. A pipelined manifest's round is its shards ×
+        stages tasks on chain (``stage_tasks``), in groups of ``stages``."""
         initial = manifest.initial_checkpoint
+        stages = stage_count(manifest)
         return (manifest_cid, manifest.hash(), initial.cid if initial else "", initial.hash if initial else bytes(32),
-                len(manifest.shards), manifest.rounds, self.reward_per_task, self.audit_fee, self.worker_collateral,
-                self.accept_window, self.compute_window, self.reveal_window, self.challenge_window,
-                self.device_class, self.memory_mib, self.preferred_region, self.audit_rate_bps,
+                len(manifest.shards) * stages, manifest.rounds, self.reward_per_task, self.audit_fee,
+                self.worker_collateral, self.accept_window, self.compute_window, self.reveal_window,
+                self.challenge_window, self.device_class, self.memory_mib, self.preferred_region, self.audit_rate_bps,
                 manifest.steps_per_task * manifest.batch_size, block + self.expiry_blocks,
-                manifest.checkpoint_leaves, self.min_fetch_kibps, self.max_rpc_rtt_ms)
+                manifest.checkpoint_leaves, self.min_fetch_kibps, self.max_rpc_rtt_ms, stages)
 
 
 #: The submitter CLI's default terms. The collateral is 4 × the reward: with half the tasks
@@ -66,7 +70,7 @@ DEFAULT_TERMS = JobTerms(reward_per_task=10 * 10**18, audit_fee=2 * 10**18, work
 def create_job(contracts, account, manifest: Manifest, manifest_cid: str, terms: JobTerms) -> tuple[int, int]:
     """Approve exactly the escrow and create the job; return (job id, escrow)."""
     client, token, market = contracts.client, contracts.token, contracts.market
-    escrow = terms.escrow(len(manifest.shards), manifest.rounds)
+    escrow = terms.escrow(len(manifest.shards) * stage_count(manifest), manifest.rounds)
     params = terms.params(manifest, manifest_cid, client.w3.eth.block_number)
     client.transact(token.functions.approve(market.address, escrow), account)
     receipt = client.transact(market.functions.createJob(params), account)

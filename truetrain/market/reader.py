@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from truetrain.errors import ResultInvalid, UnknownJob
 from truetrain.training import Contribution, Manifest, load_manifest
 
-from .codes import encode_task_id
+from .codes import decode_task_id, encode_task_id
 from .results import ResultBundle
+from .stages import StageBundle
 from .views import JobView, TaskView
 
 #: Largest object a reader fetches (checkpoints, shards, manifests).
@@ -75,6 +76,11 @@ class MarketReader:
         args = logs[-1]["args"]
         return Reveal(task_id, args["worker"], bytes(args["root"]), args["resultCid"], logs[-1]["blockNumber"])
 
+    def offered_block(self, task_id: int) -> int | None:
+        """The block the task's latest offer (``TaskDrawn``) was made in, or None before any."""
+        logs = self._logs("TaskDrawn", taskId=task_id)
+        return logs[-1]["blockNumber"] if logs else None
+
     def rounds_advanced(self, job_id: int) -> dict[int, tuple[str, bytes]]:
         """Rounds done → the (CID, hash) of the global checkpoint after them."""
         return {e["args"]["round"]: (e["args"]["checkpointCid"], bytes(e["args"]["checkpointHash"]))
@@ -121,13 +127,43 @@ class MarketReader:
             raise ResultInvalid(f"result bundle at {revealed.cid} is for task {bundle.task_id}, not {task_id}")
         return bundle
 
+    def is_stage_task(self, task_id: int) -> bool:
+        """Whether ``task_id`` is a stage of a pipelined job's shard (not its aggregation)."""
+        job_id, _, index = decode_task_id(task_id)
+        manifest = self.manifest(job_id)
+        return manifest.pipeline is not None and index < len(manifest.shards) * manifest.pipeline.stages
+
+    def trace(self, task_id: int) -> tuple[list[bytes], list[str]]:
+        """The leaf hashes and CIDs of the task's revealed bundle (a training task's checkpoints,
+        a stage task's leaf records), checked against its revealed root."""
+        if self.is_stage_task(task_id):
+            return self.stage_result(task_id).trace()
+        bundle = self.result(task_id)
+        return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
+
+    def stage_result(self, task_id: int) -> StageBundle:
+        """A stage task's revealed bundle, checked against its revealed root."""
+        revealed = self.reveal(task_id)
+        if revealed is None:
+            raise ResultInvalid(f"stage task {task_id} has no revealed result")
+        bundle = StageBundle.from_bytes(self.fetch_bundle(revealed.cid), revealed.root)
+        if bundle.task_id != task_id:
+            raise ResultInvalid(f"stage bundle at {revealed.cid} is for task {bundle.task_id}, not {task_id}")
+        return bundle
+
     def fetch_bundle(self, cid: str) -> bytes:
         # The bundle's own hash is not on chain; its content is checked against the root.
         return self.store.fetch_unverified(cid, max_size=self.max_bytes)
 
     def contributions(self, job_id: int, round_index: int) -> list[Contribution]:
-        """Round ``round_index``'s verified shard results, ready for ``aggregate``."""
+        """Round ``round_index``'s verified shard results, ready for ``aggregate`` (a
+        pipelined job's: each shard's stage checkpoints merged into the whole model)."""
         job = self.job(job_id)
+        manifest = self.manifest(job_id)
+        if manifest.pipeline is not None:
+            from .stage_run import merged_contribution
+
+            return [merged_contribution(self, job_id, round_index, d) for d in range(len(manifest.shards))]
         out = []
         for index in range(job.shards):
             bundle = self.result(encode_task_id(job_id, round_index, index))

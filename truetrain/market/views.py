@@ -47,6 +47,8 @@ class JobView:
     #: Network terms on its workers (0 = none).
     min_fetch_kibps: int = 0
     max_rpc_rtt_ms: int = 0
+    #: Stages each shard's model is split into (1: not pipelined; ``shards`` counts stage tasks).
+    stages: int = 1
 
     @classmethod
     def read(cls, market, job_id: int) -> JobView:
@@ -57,7 +59,8 @@ class JobView:
                    raw["auditRateBps"], raw["deviceClass"], raw["memoryMiB"], raw["currentRound"],
                    raw["nextIndex"], raw["finalizedInRound"], raw["pendingCount"], raw["escrow"],
                    raw["surplus"], bytes(raw["manifestHash"]), bytes(raw["checkpointHash"]),
-                   raw["checkpointCid"], raw["checkpointLeaves"], raw["minFetchKiBps"], raw["maxRpcRttMs"])
+                   raw["checkpointCid"], raw["checkpointLeaves"], raw["minFetchKiBps"], raw["maxRpcRttMs"],
+                   raw["stages"])
 
     @property
     def exists(self) -> bool:

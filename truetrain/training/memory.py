@@ -57,15 +57,19 @@ def stage_memory_mib(plan, s: int, batch: int) -> int:
     return math.ceil((16 * params + activations) / 2**20) + RUNTIME_MIB
 
 
-def offer_refusal(job, manifest, device_class: int, memory_mib: int) -> str | None:
+def offer_refusal(job, manifest, device_class: int, memory_mib: int, stage: int | None = None) -> str | None:
     """Why a worker of ``device_class`` declaring ``memory_mib`` declines an offered task of
     ``job`` (its on-chain terms: ``device_class``, ``memory_mib``) with ``manifest``, or
-    None when it takes it. The terms are the submitter's word; the manifest's model is
-    what the worker must actually hold."""
+    None when it takes it. The terms are the submitter's word; the manifest's model (for a
+    pipelined job's ``stage``, that stage's layers) is what the worker must actually hold."""
     if job.device_class > device_class or job.memory_mib > memory_mib:
         return f"the job asks for device class {job.device_class} and {job.memory_mib:,} MiB"
-    need = training_memory_mib(manifest.model, manifest.batch_size)
+    if stage is None:
+        need, what = training_memory_mib(manifest.model, manifest.batch_size), "the job's model"
+    else:
+        plan = manifest.pipeline.plan(manifest.model)
+        need, what = stage_memory_mib(plan, stage, manifest.batch_size), f"stage {stage} of the job's model"
     if need > memory_mib:
-        return (f"the job's model needs about {need:,} MiB to train (its terms say {job.memory_mib:,}); "
+        return (f"{what} needs about {need:,} MiB to train (its terms say {job.memory_mib:,}); "
                 f"this worker declares {memory_mib:,}")
     return None

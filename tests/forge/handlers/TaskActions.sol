@@ -4,6 +4,7 @@ pragma solidity ^0.8.28;
 import {MarketHandlerBase} from "./MarketHandlerBase.sol";
 import {IJobMarket} from "contracts/interfaces/IJobMarket.sol";
 import {IWorkerPool} from "contracts/interfaces/IWorkerPool.sol";
+import {Stages} from "../utils/Stages.sol";
 
 /// @title TaskActions: the market handler's job and task actions
 /// @notice Submitters create, cancel and expire jobs; a keeper draws tasks, settles audit
@@ -273,6 +274,8 @@ abstract contract TaskActions is MarketHandlerBase {
         p.challengeWindow = p.computeWindow + uint32((windows >> 24) % 31);
         p.expiryBlock = uint64(currentBlock + 100 + (windows >> 32) % 1_500);
         if ((shape >> 40) % 4 == 0) (p.minFetchKiBps, p.maxRpcRttMs) = (1_024, 250);
+        // two shards split into two stages now and then: the stage draw and deadline rules
+        p.stages = p.shards == 2 && p.auditRateBps == 0 && (shape >> 48) % 2 == 0 ? 2 : 1;
     }
 
     function _auditSalt(uint256 id) internal pure returns (bytes32) {
@@ -370,8 +373,9 @@ abstract contract TaskActions is MarketHandlerBase {
             && t.flags & FLAG_AUDIT_COMMITTED != 0 && t.flags & FLAG_AUDIT_REVEALED == 0 && _open(t);
     }
 
-    function _finalizable(uint256, IJobMarket.Task memory t) internal view returns (bool) {
-        return t.status == IJobMarket.TaskStatus.ChallengeWindow && !_open(t);
+    function _finalizable(uint256 id, IJobMarket.Task memory t) internal view returns (bool) {
+        // a stage waits for its group (Stages.blocker)
+        return t.status == IJobMarket.TaskStatus.ChallengeWindow && !_open(t) && Stages.blocker(market, id) == 0;
     }
 
     function _timeoutable(uint256, IJobMarket.Task memory t) internal view returns (bool) {

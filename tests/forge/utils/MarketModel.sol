@@ -6,6 +6,7 @@ import {MarketHandler} from "../handlers/MarketHandler.sol";
 import {IJobMarket} from "contracts/interfaces/IJobMarket.sol";
 import {IDisputeGame} from "contracts/interfaces/IDisputeGame.sol";
 import {IStakeManager} from "contracts/interfaces/IStakeManager.sol";
+import {Stages} from "./Stages.sol";
 
 /// @title MarketModel: what the market's state implies, for the market invariants
 /// @notice Reads the stack's state and derives what it must hold: the stake every live task
@@ -120,7 +121,9 @@ abstract contract MarketModel is MarketFixture {
                 _exitWorks(address(market), abi.encodeCall(market.timeoutTask, (id)), "", "timeoutTask");
             }
         } else if (s == IJobMarket.TaskStatus.ChallengeWindow) {
-            if (block.number > t.deadline) {
+            // A stage whose group is not settled waits for the stage that blocks it, whose own
+            // exit this check covers in its turn (a timeout, a game, its window's end).
+            if (block.number > t.deadline && Stages.blocker(market, id) == 0) {
                 _exitWorks(address(market), abi.encodeCall(market.finalize, (id)), "", "finalize");
             }
         } else if (s == IJobMarket.TaskStatus.Disputed) {

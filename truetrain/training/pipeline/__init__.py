@@ -15,8 +15,8 @@ single-process run bit for bit, and the replay of one stage alone (issue 17).
 * ``node.py``: a pipelined task as one OS process per stage over that transport.
 """
 
-from .node import StageJob, merge_results, result_log, run_stage, run_stages
-from .replay import audit_stage, first_mismatch, replay_micro_batch, replay_stage
+from .node import StageJob, merge_results, result_log, run_stage, run_stages, stage_step, train_stage
+from .replay import audit_stage, first_mismatch, replay_micro_batch, replay_stage, replay_stage_run
 from .run import PipelineRun, pipeline_step, run_pipeline_task, train_pipelined
 from .split import (StagePlan, build_stage_module, merge_checkpoints, model_units, split_at, split_by_params,
                     stage_checkpoint)
@@ -29,5 +29,5 @@ __all__ = ["Divergence", "Entry", "IpfsMessageStore", "Kind", "Message", "Messag
            "Stage", "StageJob", "StageLog", "StagePlan", "audit_stage", "broken_links", "build_stage_module",
            "entry_leaf", "first_divergence", "first_mismatch", "log_leaves", "log_root", "merge_checkpoints",
            "merge_results", "micro_slices", "model_units", "pipeline_step", "replay_micro_batch", "replay_stage",
-           "result_log", "run_pipeline_task", "run_stage", "run_stages", "split_at", "split_by_params",
-           "stage_checkpoint", "train_pipelined"]
+           "replay_stage_run", "result_log", "run_pipeline_task", "run_stage", "run_stages", "split_at", "split_by_params",
+           "stage_checkpoint", "stage_step", "train_pipelined", "train_stage"]

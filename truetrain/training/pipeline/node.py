@@ -85,6 +85,24 @@ def stage_step(stage: Stage, store: IpfsMessageStore) -> None:
     stage.update(sums)
 
 
+def train_stage(manifest, index: int, shard, start: bytes | None, shard_index: int, round_index: int,
+                store: IpfsMessageStore, *, device=None, tamper=None) -> Stage:
+    """Stage ``index`` of a task (shard ``shard_index`` of round ``round_index``, from the
+    round's ``start`` checkpoint or the seed's model) run for the manifest's
+    ``steps_per_task`` steps against the other stages through ``store``; the stage, with
+    its log, its checkpoints every ``checkpoint_interval`` steps and (the last stage) each
+    step's training loss in ``losses``."""
+    plan = manifest.pipeline.plan(manifest.model)
+    full = task_start(manifest, start, shard_index, round_index)
+    stage = Stage(manifest, plan, index, stage_checkpoint(full, plan, index), shard, store,
+                  micro_batches=manifest.pipeline.micro_batches, device=device, tamper=tamper)
+    for _ in range(manifest.steps_per_task):
+        stage_step(stage, store)
+        if stage.last:
+            stage.losses.append(stage.take_losses())
+    return stage
+
+
 def run_stage(job: StageJob) -> dict:
     """Run stage ``job.stage`` of the task for the manifest's ``steps_per_task`` steps; its
     result record (also posted on the board as ``result-{stage}``)."""
@@ -102,12 +120,8 @@ def run_stage(job: StageJob) -> dict:
         ends = job.stage in (0, plan.stages - 1)
         shard = _fetch(client, manifest.shards[job.shard_index], "shard") if ends else None
         start = None if job.start is None else _fetch(client, job.start, "start checkpoint")
-        full = task_start(manifest, start, job.shard_index, job.round_index)
         store = IpfsMessageStore(client, board, timeout_s=job.timeout_s)
-        stage = Stage(manifest, plan, job.stage, stage_checkpoint(full, plan, job.stage), shard, store,
-                      micro_batches=manifest.pipeline.micro_batches)
-        for _ in range(manifest.steps_per_task):
-            stage_step(stage, store)
+        stage = train_stage(manifest, job.stage, shard, start, job.shard_index, job.round_index, store)
         checkpoints = {}
         for step, ckpt in sorted(stage.checkpoints.items()):
             stored = client.add_bytes(ckpt.to_bytes())

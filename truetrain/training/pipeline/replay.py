@@ -20,10 +20,16 @@ from .wire import Entry, Kind, MessageStore, StageLog, causal_position
 
 
 def replay_stage(manifest, plan: StagePlan, index: int, ckpt: Checkpoint, shard, committed: StageLog,
-                 store: MessageStore, steps: int, *, micro_batches: int = 1, checkpoint_every: int | None = None,
-                 engine: GemmEngine | None = None, device=None) -> StageLog:
+                 store: MessageStore, steps: int, **options) -> StageLog:
     """Stage ``index`` re-run alone for ``steps`` steps from ``ckpt`` (its checkpoint),
     fed the messages ``committed`` says it received (fetched from ``store``); its log."""
+    return replay_stage_run(manifest, plan, index, ckpt, shard, committed, store, steps, **options).log
+
+
+def replay_stage_run(manifest, plan: StagePlan, index: int, ckpt: Checkpoint, shard, committed: StageLog,
+                     store: MessageStore, steps: int, *, micro_batches: int = 1, checkpoint_every: int | None = None,
+                     engine: GemmEngine | None = None, device=None) -> Stage:
+    """:func:`replay_stage`, returning the replayed stage (its log and its checkpoints)."""
     manifest = load_manifest(manifest)
     stage = Stage(manifest, plan, index, ckpt, shard, store, micro_batches=micro_batches, engine=engine,
                   device=device, checkpoint_every=checkpoint_every)
@@ -49,9 +55,11 @@ def replay_stage(manifest, plan: StagePlan, index: int, ckpt: Checkpoint, shard,
             stage.send_norm_sum({s: at(Kind.NORM_MAX, 0, s) for s in others})
             sums = {s: at(Kind.NORM_SUM, 0, s) for s in others}
         stage.update(sums)
+        if stage.last:
+            stage.losses.append(stage.take_losses())
     if stage.step not in stage.checkpoints:
         stage.commit()
-    return stage.log
+    return stage
 
 
 def replay_micro_batch(manifest, plan: StagePlan, index: int, ckpt: Checkpoint, shard, committed: StageLog,

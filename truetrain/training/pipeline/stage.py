@@ -96,6 +96,8 @@ class Stage:
         self.log = StageLog(index)
         self.checkpoints: dict[int, Checkpoint] = {}
         self._losses: list = []
+        #: Each step's training loss, where a caller takes them (the last stage; ``take_losses``).
+        self.losses: list[float] = []
         self.commit()
 
     @property

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {IJobMarket} from "contracts/interfaces/IJobMarket.sol";
+
+/// The group rule of split jobs, read from the market as a keeper would: a stage task is paid
+/// only once every other stage of its group is Finalized or past its challenge window.
+library Stages {
+    /// The first other stage of `id`'s group that is neither Finalized nor past its window (0: none).
+    function blocker(IJobMarket market, uint256 id) internal view returns (uint256) {
+        IJobMarket.Job memory j = market.jobOf(id >> 64);
+        uint32 index = uint32(id);
+        if (j.stages < 2 || index >= j.shards) return 0;
+        uint32 first = index - index % j.stages;
+        for (uint32 k = first; k < first + j.stages; ++k) {
+            if (k == index) continue;
+            uint256 sibling = (id & ~uint256(type(uint32).max)) | k;
+            IJobMarket.Task memory t = market.taskOf(sibling);
+            bool settled = t.status == IJobMarket.TaskStatus.Finalized
+                || (t.status == IJobMarket.TaskStatus.ChallengeWindow && block.number > t.deadline);
+            if (!settled) return sibling;
+        }
+        return 0;
+    }
+}
