@@ -86,8 +86,8 @@ bench-repro: setup ## Print stock vs repro (float64 route, int8 engine at 2 and 
 bench-lm: setup ## Print the demo LM stock vs repro vs through the market (bits per byte, wall time, memory) and the LM's step ratio (bench/lm.py, ~6 min)
 	$(PY) bench/lm.py
 
-bench-pipeline: setup ## Print a 3-stage pipelined LM step vs one process: wall time, bytes between stages, per-stage memory (bench/pipeline.py, ~1 min)
-	$(PY) bench/pipeline.py
+bench-pipeline: setup ## Print a 3-stage pipelined LM step vs one process (wall time, bytes between stages, per-stage memory), then the demo LM in 3 stages through the market vs one process (bench/pipeline.py, ~6 min)
+	$(PY) bench/pipeline.py --market
 
 economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~20 min)
 	$(PY) bench/economics.py

@@ -65,19 +65,25 @@ def _child(mode: str) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
-def _market() -> dict:
+def market_run(*extra: str) -> tuple[dict, str]:
+    """``truetrain demo --model lm [extra]`` on its own ports: its run (held-out curve, wall
+    time, final hash) and what it printed."""
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         cli = Path(sys.executable).with_name("truetrain")  # the console script beside this interpreter
-        proc = subprocess.run([str(cli), "demo", "--model", "lm", "--port", str(free_port()),
+        proc = subprocess.run([str(cli), "demo", "--model", "lm", *extra, "--port", str(free_port()),
                                "--ipfs-port", str(free_port()), "--out", tmp, "--down"], cwd=ROOT,
                               capture_output=True, text=True)
         wall = time.perf_counter() - started
         if proc.returncode != 0:
             raise SystemExit(f"the market run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         summary = json.loads((Path(tmp) / "summary.json").read_text())
-    return {"bpb": [r["test_bits_per_byte"] for r in summary["per_round"]], "wall_s": wall,
-            "hash": summary["final_checkpoint"]["hash"], "rss_mib": float("nan")}
+    return ({"bpb": [r["test_bits_per_byte"] for r in summary["per_round"]], "wall_s": wall,
+             "hash": summary["final_checkpoint"]["hash"], "rss_mib": float("nan")}, proc.stdout)
+
+
+def _market() -> dict:
+    return market_run()[0]
 
 
 def _step_ratio(threads: int) -> tuple[float, float]:

@@ -4,12 +4,21 @@ one process with the GPipe schedule. Prints wall time per step, the bytes stages
 each other per step (by kind), each stage's parameter and optimizer memory against the
 whole model's, and whether the two runs' checkpoints agree bit for bit.
 
-Run: ``make bench-pipeline`` or ``python bench/pipeline.py [--steps N] [--threads T]`` (~1 min on 2 cores).
+Then, with ``--market``, the demo LM through the market split into 3 stages
+(``truetrain demo --model lm --stages 3``: each of 3 shards' stages on 3 worker daemons, a
+sampling verifier) against the same job trained whole in one process: wall time, held-out
+bits per byte by round, the bytes the stages sent each other (from their published
+bundles) and whether the final checkpoints agree bit for bit.
+
+Run: ``make bench-pipeline`` (both) or ``python bench/pipeline.py [--steps N] [--threads T] [--market]``
+(~1 min on 2 cores, ~5 min with ``--market``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,10 +67,29 @@ def _bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def _market() -> None:
+    """The demo LM in 3 stages through the market, against one process training it whole."""
+    from bench.lm import market_run
+
+    market, printed = market_run("--stages", "3")
+    moved = [line for line in printed.splitlines() if "sent between stages" in line]
+    local = json.loads(subprocess.run([sys.executable, str(ROOT / "bench" / "lm.py"), "--local", "repro"], check=True,
+                                      capture_output=True, text=True, cwd=ROOT).stdout.splitlines()[-1])
+    print("\nThe demo LM (d64 x 2 layers, 3 text shards x 3 DiLoCo rounds of 30 AdamW steps), repro")
+    print(f"{'run':34} {'held-out bits per byte by round':>34} {'wall s':>7}  final checkpoint")
+    for label, r in (("one process, whole model", local), ("market, 3 stages on 3 workers", market)):
+        curve = " -> ".join(f"{v:.3f}" for v in r["bpb"])
+        print(f"{label:34} {curve:>34} {r['wall_s']:7.1f}  {r['hash'][:18]}…")
+    print(f"market in stages == one process, bit for bit: {'yes' if market['hash'] == local['hash'] else 'NO'}")
+    for line in moved:
+        print(line.strip())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--market", action="store_true", help="also run the demo LM in 3 stages through the market")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     shards, held = split_text(demo_corpus(200_000), 1, seq_len=MODEL["seq_len"])
@@ -109,6 +137,8 @@ def main() -> None:
               f"{o / 2**20:10.2f} {(p + o) / (whole_p + whole_o):7.0%}")
     print(f"\n(a whole batch's activations at one cut: 8 x 128 x 256 float32 = {8 * 128 * 256 * 4 / 2**20:.2f} MiB; "
           f"activations and gradients cross each of the 2 cuts, the tied gradient and the norm parts once a step)")
+    if args.market:
+        _market()
 
 
 if __name__ == "__main__":

@@ -311,6 +311,11 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     }
 
     /// @inheritdoc IJobMarket
+    function reportStalled(uint256 id) external {
+        TaskRecovery.reportStalled(_s, id);
+    }
+
+    /// @inheritdoc IJobMarket
     function closeTask(uint256 id) external nonReentrant {
         TaskRecovery.close(_s, _deps(), id);
     }

@@ -120,7 +120,7 @@ def _replay_stage(session, task_id: int):
     job_id, round_index, index = task_id >> 64, (task_id >> 32) & 0xFFFFFFFF, task_id & 0xFFFFFFFF
     manifest = session.reader.manifest(job_id)
     waiting = [i for i in group_indices(manifest, index)
-               if i != index and session.reader.reveal(encode_task_id(job_id, round_index, i)) is None]
+               if i != index and session.reader.current_reveal(encode_task_id(job_id, round_index, i)) is None]
     if waiting:
         raise Refused(f"task {task_id} is a pipeline stage: it replays on the other stages' revealed results, "
                       f"and tasks {', '.join(str(encode_task_id(job_id, round_index, i)) for i in waiting)} "

@@ -20,12 +20,18 @@ from truetrain.errors import TruetrainError
               help="Port of the web explorer on 127.0.0.1 (it stays up with the devnet).")
 @click.option("--model", type=click.Choice(["mlp", "lm"]), default="mlp", show_default=True,
               help="mlp: the digits classifier; lm: a byte-level language model on the standard library's source.")
-def demo(port: int, ipfs_port: int, out: Path | None, down: bool, model: str, explorer_port: int) -> None:
+@click.option("--stages", type=click.IntRange(1, 3), default=1, show_default=True,
+              help="--model lm: split the model by layers into this many stages, each shard's stages on "
+                   "different workers (checked by the verifier's sampled replays instead of drawn audits).")
+def demo(port: int, ipfs_port: int, out: Path | None, down: bool, model: str, explorer_port: int, stages: int) -> None:
     """Devnet and explorer up, 3 worker and 1 verifier daemons, a job of 3 shards x 3 rounds, results."""
     from truetrain.demo.run import run_demo
 
+    if stages > 1 and model != "lm":
+        click.echo("error: --stages splits --model lm", err=True)
+        sys.exit(2)
     try:
-        code = run_demo(port, ipfs_port, out, down, model, explorer_port)
+        code = run_demo(port, ipfs_port, out, down, model, explorer_port, stages)
     except TruetrainError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -105,7 +105,10 @@ class VerifierDaemon(Daemon):
         """The task replayed (or, for the named false challenger, a wrong result computed)
         and published in the lane, raising :class:`~truetrain.daemon.lane.Pending` until it
         is ready; then root and bundle CID are persisted under (task, kind)."""
-        root, cid = self.lane.take((task_id, kind), lambda: self.replay_and_publish(task_id, faulty))
+        # A stage's replay is of one attempt of its group: a group reset and run again is
+        # another computation, never the earlier one's value.
+        root, cid = self.lane.take((task_id, kind, *self.group_attempt(task_id)),
+                                   lambda: self.replay_and_publish(task_id, faulty))
         self.book.record_result(task_id, kind, root, cid, new_salt())
         return self.book.get(task_id, kind)
 
@@ -173,10 +176,18 @@ class VerifierDaemon(Daemon):
             self.challenge(entry, false_challenger)
         self.book.close_entry(entry.task_id, SAMPLE, "done", outcome)
 
+    def group_attempt(self, task_id: int) -> tuple:
+        """The blocks the stages of a stage task's group were last offered in (() for other tasks)."""
+        if not self.reader.is_stage_task(task_id):
+            return ()
+        job_id, round_index, index = decode_task_id(task_id)
+        return tuple(self.reader.offered_block(encode_task_id(job_id, round_index, i))
+                     for i in group_indices(self.reader.manifest(job_id), index))
+
     def group_revealed(self, task) -> bool:
         """Whether every other stage of a stage task's group has revealed its result."""
         manifest = self.reader.manifest(task.job_id)
-        return all(self.reader.reveal(encode_task_id(task.job_id, task.round, i)) is not None
+        return all(self.reader.current_reveal(encode_task_id(task.job_id, task.round, i)) is not None
                    for i in group_indices(manifest, task.index) if i != task.index)
 
     def challenged_before(self, task) -> bool:

@@ -34,6 +34,7 @@ from dataclasses import replace
 from truetrain.daemon.base import Daemon
 from truetrain.daemon.book import Entry
 from truetrain.daemon.devices import DevicePool
+from truetrain.daemon.lane import Pending
 from truetrain.daemon.mailbox import Mailbox, StageBoard, stage_space
 from truetrain.daemon.warmup import WarmUps
 from truetrain.errors import PipelineError
@@ -49,6 +50,8 @@ from truetrain.training.memory import offer_refusal
 log = logging.getLogger("worker")
 
 WORK, DEFEND, OPEN_GAME = "work", "defend", "open-game"
+#: TaskFlow.FLAG_STALLED: the worker of a running stage reported it blocked.
+FLAG_STALLED = 128
 #: States in which a stage task's worker serves its records to the other stages.
 STAGE_LIVE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED,
               TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED, TaskStatus.FINALIZED}
@@ -72,6 +75,8 @@ class WorkerDaemon(Daemon):
         self._boards: dict[int, tuple[float, tuple[str, str] | None]] = {}
         #: the mailbox space each stage task of this worker posts in (dropped when it ends)
         self._spaces: dict[int, str] = {}
+        #: stage tasks taken from this worker while their stage ran: the run stops waiting
+        self.abandoned: set[int] = set()
 
     def complete_profile(self, profile):
         """Serve the mailbox of this worker's pipeline stages and declare where it is."""
@@ -136,11 +141,19 @@ class WorkerDaemon(Daemon):
             return
         if not task.is_worker(self.address) or task.status in (TaskStatus.PENDING, TaskStatus.CLOSED):
             self.book.close_entry(entry.task_id, WORK, "lost", f"task is {task.status.name} with {task.worker}")
+            self.abandoned.add(entry.task_id)
             self.drop_space(entry.task_id)
             log.warning("task no longer ours", extra={**ident, "status": task.status.name})
             return
         market = self.market.functions
         if task.status == TaskStatus.OFFERED:
+            if entry.root is not None or entry.task_id in self._spaces:
+                # Offered again (a stage whose group was reset): what this worker computed for
+                # the earlier attempt is not this one's, and a run still going stops.
+                self.book.clear_result(entry.task_id, WORK)
+                self.abandoned.add(entry.task_id)
+                self.drop_space(entry.task_id)
+                log.info("offered again: the earlier attempt's result is dropped", extra=ident)
             refusal = self.refusal(task)
             if refusal is not None:
                 self.book.close_entry(entry.task_id, WORK, "lost", refusal)
@@ -149,7 +162,11 @@ class WorkerDaemon(Daemon):
             self.warmups.ensure(task.job_id)  # before the compute window's clock starts
             self.send("acceptTask", market.acceptTask(entry.task_id))
         elif task.status == TaskStatus.RUNNING:
-            entry = self.ensure_result(entry)
+            try:
+                entry = self.ensure_result(entry)
+            except Pending:
+                self.report_if_stalled(task)
+                raise
             commitment = result_commitment(entry.root, entry.cid, entry.salt, self.address)
             self.send("commitResult", market.commitResult(entry.task_id, commitment))
         elif task.status == TaskStatus.COMMITTED:
@@ -211,8 +228,10 @@ class WorkerDaemon(Daemon):
         if space is None:
             raise PipelineError(f"stage task {task_id} was never offered")
         self._spaces[task_id] = space
+        self.abandoned.discard(task_id)
         board = StageBoard(self.mailbox, space,
-                           lambda stage: self.board_of(encode_task_id(job_id, round_index, group[stage])))
+                           lambda stage: self.board_of(encode_task_id(job_id, round_index, group[stage])),
+                           abandoned=lambda: task_id in self.abandoned)
         tamper = None
         if "corrupt-sent" in self.faults:
             log.warning("fault: corrupting what the stage sends", extra={"task": str(task_id)})
@@ -227,6 +246,17 @@ class WorkerDaemon(Daemon):
                                          "cid": cid, "seconds": round(seconds, 2), "started": round(at, 3),
                                          "device": device, "moved": bundle.metrics["moved"]})
         return bundle.root, cid
+
+    def report_if_stalled(self, task) -> None:
+        """A stage still running near its deadline is blocked on another stage (or slow):
+        say so on chain once, so that its deadline passing costs it nothing while a stage
+        that went silent pays (JobMarket.reportStalled)."""
+        if task.flags & FLAG_STALLED or not self.reader.is_stage_task(task.task_id):
+            return
+        margin = max(2, self.reader.job(task.job_id).compute_window // 5)
+        if self.block >= task.deadline - margin:
+            self.send("reportStalled", self.market.functions.reportStalled(task.task_id))
+            log.warning("stage blocked near its deadline: reported", extra={"task": str(task.task_id)})
 
     def space_of(self, task_id: int) -> str | None:
         """The mailbox space of the current attempt at stage task ``task_id`` (None: never offered)."""

@@ -262,6 +262,8 @@ interface IJobMarket {
     error TaskDeadlineNotPassed(uint256 taskId, uint64 deadlineBlock);
     /// @notice The task is in no phase that can time out.
     error TaskNotTimeoutable(uint256 taskId, TaskStatus status);
+    /// @notice Task `taskId` is not a stage of a job split into stages (or already reported stalled).
+    error TaskNotStage(uint256 taskId);
     /// @notice The revealed values do not hash to the commitment.
     error TaskCommitmentMismatch(uint256 taskId);
     /// @notice `closeTask` needs a Pending or Offered task of a job that is no longer Active.
@@ -346,6 +348,8 @@ interface IJobMarket {
     /// time waiting for stage `causeTaskId`, which nobody held (`causeTaskId == taskId`: it
     /// won its own dispute after its group was sent back).
     event StageReset(uint256 indexed taskId, uint256 indexed causeTaskId);
+    /// @notice The worker of running stage task `taskId` reported it is blocked on another stage.
+    event StageStalled(uint256 indexed taskId, address indexed worker);
     /// @notice A task of a cancelled or expired job was closed; its cost refunded.
     event TaskClosed(uint256 indexed taskId, uint256 refund);
     /// @notice Job `jobId` entered `round`, training from the given checkpoint.
@@ -447,6 +451,12 @@ interface IJobMarket {
     /// @notice Permissionless: close a Pending or Offered task of a job that is no longer
     /// Active and refund its cost to the submitter.
     function closeTask(uint256 taskId) external;
+
+    /// @notice The worker of a running stage task says it is alive but blocked, waiting on
+    /// another stage of its group. When its deadline passes it goes back without penalty
+    /// (with its group), while a stage that said nothing pays the timeout penalty: the silent
+    /// stage is the one that did not report. Once per attempt, before the deadline.
+    function reportStalled(uint256 taskId) external;
 
     /// @notice Dispute game only: a challenger disputes the task's revealed result inside its
     /// challenge window. The task becomes Disputed (its funds stay locked). Reverts

@@ -102,6 +102,9 @@ library TaskFlow {
     /// @dev A stage task in its own dispute whose group was sent back meanwhile: whatever the
     /// verdict, it is not paid (TaskRecovery.resolve sends it back too).
     uint8 internal constant FLAG_GROUP_RESET = 64;
+    /// @dev A running stage task whose worker reported it is blocked on another stage: its
+    /// deadline passing costs it nothing (TaskRecovery.timeout).
+    uint8 internal constant FLAG_STALLED = 128;
 
     /// @dev `drawNext` outcomes.
     uint8 internal constant DRAWN = 0;
@@ -174,45 +177,40 @@ library TaskFlow {
         return address(0);
     }
 
-    /// @dev The workers holding the other stages of task `id`'s group, by stage (zero at `id`'s
-    /// own stage and at stages nobody holds: not drawn yet, or waiting to be drawn again).
+    /// @dev The workers holding the other stages of task `id`'s group, in stage order (zero at
+    /// stages nobody holds: not drawn yet, or waiting to be drawn again).
     function _groupWorkers(MarketStore storage s, uint256 id, uint8 stages) private view returns (address[] memory others) {
-        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
-        uint32 first = index - index % stages;
-        others = new address[](stages);
-        for (uint32 k = first; k < first + stages; ++k) {
-            IJobMarket.Task storage t = s.tasks[TaskIds.encode(jobId, round, k)];
-            if (k != index && t.status >= IJobMarket.TaskStatus.Offered && t.status <= IJobMarket.TaskStatus.Finalized) {
-                others[k - first] = t.worker;
+        uint256[] memory ids = siblings(id, stages);
+        others = new address[](ids.length);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            IJobMarket.Task storage t = s.tasks[ids[i]];
+            if (t.status >= IJobMarket.TaskStatus.Offered && t.status <= IJobMarket.TaskStatus.Finalized) {
+                others[i] = t.worker;
             }
         }
     }
 
-    /// @dev A stage of task `id`'s group that nobody holds (not drawn yet, or waiting to be
-    /// drawn again), or 0: while there is one, the group's running stages cannot progress.
-    function undrawnStage(MarketStore storage s, uint256 id, uint8 stages) internal view returns (uint256) {
+    /// @dev The ids of the other stages of task `id`'s group, in stage order (so the stage
+    /// before `id`'s, if any, is at its stage index - 1). At most MAX_STAGES - 1.
+    function siblings(uint256 id, uint8 stages) internal pure returns (uint256[] memory ids) {
         (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
         uint32 first = index - index % stages;
+        ids = new uint256[](stages - 1);
+        uint256 n;
         for (uint32 k = first; k < first + stages; ++k) {
-            uint256 sibling = TaskIds.encode(jobId, round, k);
-            IJobMarket.TaskStatus st = s.tasks[sibling].status;
-            if (k != index && (st == IJobMarket.TaskStatus.None || st == IJobMarket.TaskStatus.Pending)) return sibling;
+            if (k != index) ids[n++] = TaskIds.encode(jobId, round, k);
         }
-        return 0;
     }
 
     /// @dev The first other stage of task `id`'s group that is neither Finalized nor past its
     /// challenge window (0: none; task ids are never 0): until then `id` is not paid.
     function stageBlocker(MarketStore storage s, uint256 id, uint8 stages) internal view returns (uint256) {
-        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
-        uint32 first = index - index % stages;
-        for (uint32 k = first; k < first + stages; ++k) {
-            if (k == index) continue;
-            uint256 sibling = TaskIds.encode(jobId, round, k);
-            IJobMarket.Task storage t = s.tasks[sibling];
+        uint256[] memory ids = siblings(id, stages);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            IJobMarket.Task storage t = s.tasks[ids[i]];
             bool settled = t.status == IJobMarket.TaskStatus.Finalized
                 || (t.status == IJobMarket.TaskStatus.ChallengeWindow && block.number > t.deadline);
-            if (!settled) return sibling;
+            if (!settled) return ids[i];
         }
         return 0;
     }
@@ -225,18 +223,16 @@ library TaskFlow {
     }
 
     /// @dev The stages of a group run at once and wait on each other's messages: every
-    /// running stage of task `id`'s group (other than `id`) gets a commit deadline of at least
-    /// `deadline`. At most MAX_STAGES - 1 tasks.
+    /// running stage of task `id`'s group (other than `id`) not yet past its deadline gets a
+    /// commit deadline of at least `deadline`. At most MAX_STAGES - 1 tasks.
     function alignStages(MarketStore storage s, uint256 id, uint8 stages, uint64 deadline) internal {
-        (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
-        uint32 first = index - index % stages;
-        for (uint32 k = first; k < first + stages; ++k) {
-            if (k == index) continue;
-            uint256 sibling = TaskIds.encode(jobId, round, k);
-            IJobMarket.Task storage t = s.tasks[sibling];
-            if (t.status == IJobMarket.TaskStatus.Running && t.deadline < deadline) {
+        uint256[] memory ids = siblings(id, stages);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            IJobMarket.Task storage t = s.tasks[ids[i]];
+            // An overdue stage is not rescued: it is left to its timeout.
+            if (t.status == IJobMarket.TaskStatus.Running && t.deadline < deadline && block.number <= t.deadline) {
                 t.deadline = deadline;
-                emit IJobMarket.StageDeadlineExtended(sibling, deadline);
+                emit IJobMarket.StageDeadlineExtended(ids[i], deadline);
             }
         }
     }

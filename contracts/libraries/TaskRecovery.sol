@@ -77,6 +77,20 @@ library TaskRecovery {
         }
     }
 
+    /// @notice See IJobMarket.reportStalled.
+    function reportStalled(MarketStore storage s, uint256 id) external {
+        IJobMarket.Task storage t = s.tasks[id];
+        if (t.status != IJobMarket.TaskStatus.Running) revert IJobMarket.TaskNotRunning(id);
+        if (msg.sender != t.worker) revert IJobMarket.TaskNotWorker(id, msg.sender);
+        if (block.number > t.deadline) revert IJobMarket.TaskDeadlinePassed(id, t.deadline);
+        JobRecord storage j = s.jobs[TaskIds.jobOf(id)];
+        if (j.stages < 2 || uint32(id) >= j.shards || t.flags & TaskFlow.FLAG_STALLED != 0) {
+            revert IJobMarket.TaskNotStage(id);
+        }
+        t.flags |= TaskFlow.FLAG_STALLED;
+        emit IJobMarket.StageStalled(id, msg.sender);
+    }
+
     /// @notice See IJobMarket.closeTask.
     function close(MarketStore storage s, MarketDeps memory d, uint256 id) external {
         IJobMarket.Task storage t = s.tasks[id];
@@ -135,8 +149,7 @@ library TaskRecovery {
             if (workerWon) {
                 // It stood, but its group was sent back meanwhile (another stage failed): its
                 // result is of no use without them; it goes back unpaid and unpenalised.
-                d.pool.release(worker, j.workerCollateral);
-                emit IJobMarket.StageReset(id, id);
+                _releaseStage(s, d, j, id, id);
                 TaskFlow.sendBack(s, d, j, jobId, id, false);
                 return;
             }
@@ -157,9 +170,10 @@ library TaskRecovery {
         TaskFlow.sendBack(s, d, j, jobId, id, false);
     }
 
-    /// @dev A running stage whose group has a stage nobody holds could not progress (every
-    /// step needs every stage): its deadline passing is not its worker's fault. It goes back
-    /// unpaid and unpenalised, its collateral released. True when that is the case.
+    /// @dev A running stage whose worker reported it blocked on another stage
+    /// (`reportStalled`: waiting on a silent stage, or on one nobody holds) is not the late
+    /// one: its deadline passing costs it nothing. It goes back unpaid and unpenalised, its
+    /// collateral released. True when that is the case (only reported stages are flagged).
     function _stalledStage(
         MarketStore storage s,
         MarketDeps memory d,
@@ -169,11 +183,11 @@ library TaskRecovery {
         IJobMarket.TaskStatus st,
         address worker
     ) private returns (bool) {
-        if (st != IJobMarket.TaskStatus.Running || j.stages < 2 || uint32(id) >= j.shards) return false;
-        uint256 undrawn = TaskFlow.undrawnStage(s, id, j.stages);
-        if (undrawn == 0) return false;
-        d.pool.release(worker, j.workerCollateral);
-        emit IJobMarket.StageReset(id, undrawn);
+        if (st != IJobMarket.TaskStatus.Running || s.tasks[id].flags & TaskFlow.FLAG_STALLED == 0) return false;
+        _releaseStage(s, d, j, id, id);
+        // The group it waited with runs again (a stage that said nothing is left to its own
+        // timeout, and pays it).
+        _resetGroup(s, d, j, jobId, id);
         TaskFlow.sendBack(s, d, j, jobId, id, true);
         return true;
     }
@@ -187,21 +201,34 @@ library TaskRecovery {
     function _resetGroup(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
         private
     {
-        uint8 stages = j.stages;
-        (, uint32 round, uint32 index) = TaskIds.decode(id);
-        if (stages < 2 || index >= j.shards) return;
-        uint32 first = index - index % stages;
-        for (uint32 k = first; k < first + stages; ++k) {
-            if (k == index) continue;
-            uint256 sibling = TaskIds.encode(jobId, round, k);
+        if (j.stages < 2 || uint32(id) >= j.shards) return;
+        uint256[] memory ids = TaskFlow.siblings(id, j.stages);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            uint256 sibling = ids[i];
             IJobMarket.Task storage t = s.tasks[sibling];
             IJobMarket.TaskStatus st = t.status;
             if (st == IJobMarket.TaskStatus.Disputed) t.flags |= TaskFlow.FLAG_GROUP_RESET;
             if (st < IJobMarket.TaskStatus.Offered || st > IJobMarket.TaskStatus.ChallengeWindow) continue;
-            // INVARIANT: a reset stage's worker loses nothing: its whole collateral comes back.
-            d.pool.release(t.worker, j.workerCollateral);
-            emit IJobMarket.StageReset(sibling, id);
+            // A running stage past its deadline that never reported being blocked is the silent
+            // one: it is left to its own timeout (and its penalty), which resets the rest.
+            if (st == IJobMarket.TaskStatus.Running && block.number > t.deadline && t.flags & TaskFlow.FLAG_STALLED == 0) {
+                continue;
+            }
+            _releaseStage(s, d, j, sibling, id);
             TaskFlow.sendBack(s, d, j, jobId, sibling, false);
         }
+    }
+
+    /// @dev Stage task `id` goes back through no fault of its worker (cause `cause`): its
+    /// whole collateral comes back and it may be drawn for the stage again (a task sent back
+    /// otherwise keeps its worker, whom the redraw excludes).
+    function _releaseStage(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 id, uint256 cause)
+        private
+    {
+        IJobMarket.Task storage t = s.tasks[id];
+        // INVARIANT: a reset stage's worker loses nothing: its whole collateral comes back.
+        d.pool.release(t.worker, j.workerCollateral);
+        t.worker = address(0);
+        emit IJobMarket.StageReset(id, cause);
     }
 }

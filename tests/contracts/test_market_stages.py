@@ -194,28 +194,91 @@ def test_stageLosingItsDispute_sendsItsGroupBackUnpenalised(job_market, stake_ma
     for k in (0, 2):
         assert stake_manager.stakeOf(workers[k])[1] == locked[workers[k]] - 20 * E
     assert "TaskFinalized" not in tx.events and "TaskTimedOut" not in tx.events
-    # the group is drawn again, each stage to a worker other than the one that ran it
+    # the group is drawn again: the lost stage never to the worker that lost it, the reset
+    # ones to anybody (they were not at fault), three workers as always
     redrawn, _ = _draw_all(job_market, submitter, job_id, 3)
-    assert all(redrawn[t] != w for t, w in zip(tids, workers))
-    assert len(set(redrawn.values())) == 3
+    assert redrawn[tids[1]] != workers[1] and len(set(redrawn.values())) == 3
 
 
-def test_runningStageTimingOut_resetsItsGroup_butAnOfferedOneDoesNot(job_market, stake_manager, submitter, four,
-                                                                    market_isolation):
-    job_id, _ = new_job(job_market, submitter, shards=2, stages=2, rounds=1, acceptWindow=5, computeWindow=20)
+def _running_pair(job_market, submitter, **kw):
+    job_id, _ = new_job(job_market, submitter, shards=2, stages=2, rounds=1, acceptWindow=5, computeWindow=20, **kw)
     workers, _ = _draw_all(job_market, submitter, job_id, 2)
     t0, t1 = job_market.taskId(job_id, 0, 0), job_market.taskId(job_id, 0, 1)
     for t in (t0, t1):
         job_market.acceptTask(t, {"from": workers[t]})
-    chain.mine(21)
-    tx = job_market.timeoutTask(t1, {"from": submitter})  # stage 1 went silent mid-pipeline
-    assert (tx.events["TaskTimedOut"]["account"], tx.events["TaskTimedOut"]["phase"]) == (workers[t1], TS.RUNNING)
-    assert [(e["taskId"], e["causeTaskId"]) for e in tx.events["StageReset"]] == [(t0, t1)]
-    assert _task(job_market, t0)["status"] == TS.PENDING
-    # its collateral released in full (it may be locked again for the redrawn stage 1), nothing taken
-    unlocked = [e for e in tx.events["CollateralUnlocked"] if e["account"] == workers[t0]]
-    assert [e["amount"] for e in unlocked] == [20 * E]
+    return job_id, t0, t1, workers
+
+
+def _past_deadlines(job_market, *tids):
+    mine_past(max(_task(job_market, t)["deadline"] for t in tids))
+
+
+def test_silentStage_paysItsTimeout_andTheStageThatReportedBeingBlockedGoesBackFree(
+        job_market, stake_manager, registry, submitter, four, market_isolation):
+    """Stage 1 goes silent mid-pipeline; stage 0, blocked on it, says so before its deadline.
+    Whatever order the keeper times them out in, the silent one pays 10 % and the reporter
+    nothing, and the group runs again."""
+    job_id, t0, t1, workers = _running_pair(job_market, submitter)
+    tx = job_market.reportStalled(t0, {"from": workers[t0]})
+    assert dict(tx.events["StageStalled"]) == {"taskId": t0, "worker": workers[t0]}
+    _past_deadlines(job_market, t0, t1)
+    tx = job_market.timeoutTask(t0, {"from": submitter})  # the reporter first: free, the silent one left
+    assert "TaskTimedOut" not in tx.events
+    assert [(e["taskId"], e["causeTaskId"]) for e in tx.events["StageReset"]] == [(t0, t0)]
+    assert _task(job_market, t1)["status"] == TS.RUNNING
     assert stake_manager.stakeOf(workers[t0])[0] == STAKE_AMOUNT
+    assert registry.identityOf(workers[t0]).dict()["history"]["tasksTimedOut"] == 0
+    tx = job_market.timeoutTask(t1, {"from": submitter})
+    assert (tx.events["TaskTimedOut"]["account"], tx.events["TaskTimedOut"]["phase"],
+            tx.events["TaskTimedOut"]["penalty"]) == (workers[t1], TS.RUNNING, 2 * E)
+    assert registry.identityOf(workers[t1]).dict()["history"]["tasksTimedOut"] == 1
+
+
+def test_silentStageTimedOutFirst_resetsTheStageThatReported(job_market, stake_manager, submitter, four,
+                                                             market_isolation):
+    job_id, t0, t1, workers = _running_pair(job_market, submitter)
+    job_market.reportStalled(t0, {"from": workers[t0]})
+    _past_deadlines(job_market, t0, t1)
+    tx = job_market.timeoutTask(t1, {"from": submitter})  # the silent stage first
+    assert (tx.events["TaskTimedOut"]["account"], tx.events["TaskTimedOut"]["penalty"]) == (workers[t1], 2 * E)
+    assert [(e["taskId"], e["causeTaskId"]) for e in tx.events["StageReset"]] == [(t0, t1)]
+    assert _task(job_market, t0)["status"] in (TS.PENDING, TS.OFFERED)
+    assert stake_manager.stakeOf(workers[t0])[0] == STAKE_AMOUNT
+
+
+def test_runningStagesThatBothSaidNothing_bothPay(job_market, stake_manager, submitter, four, market_isolation):
+    """Nobody reported: the chain cannot tell who blocked whom, and a stage that does not say
+    it is blocked is treated as the silent one. The first timeout leaves the other running
+    stage (past its deadline, silent too) to its own timeout."""
+    job_id, t0, t1, workers = _running_pair(job_market, submitter)
+    _past_deadlines(job_market, t0, t1)
+    tx = job_market.timeoutTask(t1, {"from": submitter})
+    assert "StageReset" not in tx.events and _task(job_market, t0)["status"] == TS.RUNNING
+    tx = job_market.timeoutTask(t0, {"from": submitter})
+    assert (tx.events["TaskTimedOut"]["account"], tx.events["TaskTimedOut"]["penalty"]) == (workers[t0], 2 * E)
+
+
+def test_reportStalled_revertsUnlessTheRunningStagesOwnWorkerBeforeItsDeadline(job_market, submitter, four,
+                                                                               market_isolation):
+    job_id, t0, t1, workers = _running_pair(job_market, submitter)
+    other = next(w for w in four if w not in (workers[t0], workers[t1]))
+    with brownie.reverts(f"TaskNotWorker: {t0}, {other.address.lower()}"):
+        job_market.reportStalled(t0, {"from": other})
+    job_market.reportStalled(t0, {"from": workers[t0]})
+    with brownie.reverts(f"TaskNotStage: {t0}"):  # once per attempt
+        job_market.reportStalled(t0, {"from": workers[t0]})
+    deadline = _task(job_market, t1)["deadline"]
+    chain.mine(deadline - chain.height + 1)
+    with brownie.reverts(f"TaskDeadlinePassed: {t1}, {deadline}"):
+        job_market.reportStalled(t1, {"from": workers[t1]})
+    plain, _ = new_job(job_market, submitter, shards=1)
+    tid = job_market.drawTask(plain, {"from": submitter}).return_value
+    worker = job_market.taskOf(tid)[0]
+    with brownie.reverts(f"TaskNotRunning: {tid}"):
+        job_market.reportStalled(tid, {"from": worker})
+    job_market.acceptTask(tid, {"from": worker})
+    with brownie.reverts(f"TaskNotStage: {tid}"):  # not a split job
+        job_market.reportStalled(tid, {"from": worker})
 
 
 def test_disputedStage_ofAResetGroup_isSentBackEvenIfItWins(job_market, submitter, four, deployer, market_isolation):
@@ -230,21 +293,26 @@ def test_disputedStage_ofAResetGroup_isSentBackEvenIfItWins(job_market, submitte
     assert job_market.jobOf(job_id).dict()["pendingCount"] == 3
 
 
-def test_runningStageWaitingOnAStageNobodyHolds_goesBackUnpenalised(job_market, pool, stake_manager, registry,
-                                                                    submitter, four, market_isolation):
-    """One worker in the pool: stage 0 runs, stage 1 can never be drawn; when stage 0's
-    deadline passes it is not its worker's fault: no penalty, no timeout on its record."""
+def test_runningStageWaitingOnAStageNobodyHolds_goesBackUnpenalisedIfItSaidSo(job_market, pool, stake_manager,
+                                                                               registry, submitter, four,
+                                                                               market_isolation):
+    """One worker in the pool: stage 0 runs, stage 1 can never be drawn. Its worker reports
+    it is blocked; when its deadline passes it goes back without penalty. Without the report
+    it would pay like any silent stage (the chain cannot tell blocked from gone)."""
     w1, *others = four
     for a in others:
         pool.leavePool({"from": a})
     job_id, _ = new_job(job_market, submitter, shards=2, stages=2, rounds=1, computeWindow=20)
-    t0, t1 = job_market.taskId(job_id, 0, 0), job_market.taskId(job_id, 0, 1)
+    t0 = job_market.taskId(job_id, 0, 0)
     job_market.drawTask(job_id, {"from": submitter})
     job_market.acceptTask(t0, {"from": w1})
-    chain.mine(21)
+    job_market.reportStalled(t0, {"from": w1})
+    _past_deadlines(job_market, t0)
     tx = job_market.timeoutTask(t0, {"from": submitter})
     assert "TaskTimedOut" not in tx.events
-    assert [(e["taskId"], e["causeTaskId"]) for e in tx.events["StageReset"]] == [(t0, t1)]
-    assert (stake_manager.stakeOf(w1)[0], stake_manager.stakeOf(w1)[1]) == (STAKE_AMOUNT, 0)  # nothing taken or locked
+    assert [(e["taskId"], e["causeTaskId"]) for e in tx.events["StageReset"]] == [(t0, t0)]
+    assert [e["amount"] for e in tx.events["CollateralUnlocked"]] == [20 * E]  # all of it came back
+    assert stake_manager.stakeOf(w1)[0] == STAKE_AMOUNT
     assert registry.identityOf(w1).dict()["history"]["tasksTimedOut"] == 0
-    assert _task(job_market, t0)["status"] == TS.PENDING  # only w1 could take it, and it is excluded
+    # not at fault, so not excluded: the stage is offered to w1 again
+    assert (_task(job_market, t0)["status"], _task(job_market, t0)["worker"]) == (TS.OFFERED, w1)

@@ -55,3 +55,13 @@ def test_book_boundToAnotherChain_isEmptied(tmp_path):
     assert book.get(5, "work") is not None
     assert book.bind_chain("genesis-b:market") is True
     assert book.get(5, "work") is None and book.active_jobs() == []
+
+
+def test_book_clearResult_forgetsAnEarlierAttempt_keepsTheEntryOpen(tmp_path):
+    book = Book(tmp_path / "book.sqlite")
+    book.open(5, "work")
+    book.record_result(5, "work", b"\x01" * 32, "QmOld", b"\x02" * 32)
+    book.failed_attempt(5, "work", "boom")
+    book.clear_result(5, "work")
+    entry = book.get(5, "work")
+    assert (entry.state, entry.root, entry.cid, entry.salt, entry.attempts) == ("open", None, None, None, 0)

@@ -101,6 +101,11 @@ class Book:
             args += (due_by,)
         return [_entry(r) for r in self.db.execute(sql + " ORDER BY CAST(task_id AS INTEGER)", args)]
 
+    def clear_result(self, task_id: int, kind: str) -> None:
+        """Forget a computed result (it belongs to an earlier attempt at the task)."""
+        self.db.execute("UPDATE tasks SET root = NULL, cid = NULL, salt = NULL, attempts = 0, updated = ? "
+                        "WHERE task_id = ? AND kind = ?", (time.time(), str(task_id), kind))
+
     def record_result(self, task_id: int, kind: str, root: bytes, cid: str | None, salt: bytes) -> None:
         """Persist what will be committed (before the commitment is sent)."""
         self.db.execute("UPDATE tasks SET root = ?, cid = ?, salt = ?, updated = ? WHERE task_id = ? AND kind = ?",

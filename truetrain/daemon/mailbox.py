@@ -25,13 +25,13 @@ import json
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 
 from truetrain.errors import PipelineError
+from truetrain.training.pipeline.transport import poll
 
 log = logging.getLogger("truetrain.daemon")
 
@@ -112,9 +112,10 @@ class StageBoard:
     (its URL and that attempt's space, or None while nobody holds it), until the record is
     there or ``timeout_s``."""
 
-    def __init__(self, mailbox: Mailbox, space: str, resolve: Callable[[int], str | None], *,
-                 poll_s: float = 0.02, max_poll_s: float = 0.25, request_timeout_s: float = 5.0):
-        self.mailbox, self.space, self.resolve = mailbox, space, resolve
+    def __init__(self, mailbox: Mailbox, space: str, resolve: Callable[[int], tuple[str, str] | None], *,
+                 poll_s: float = 0.02, max_poll_s: float = 0.25, request_timeout_s: float = 5.0,
+                 abandoned: Callable[[], bool] = lambda: False):
+        self.mailbox, self.space, self.resolve, self.abandoned = mailbox, space, resolve, abandoned
         self.poll_s, self.max_poll_s, self.request_timeout_s = poll_s, max_poll_s, request_timeout_s
         self.session = requests.Session()
 
@@ -139,13 +140,8 @@ class StageBoard:
         return record if isinstance(record, dict) else None
 
     def wait(self, name: str, timeout_s: float, what: str) -> dict:
-        deadline = time.monotonic() + timeout_s
-        pause = self.poll_s
-        while True:
-            record = self.read(name)
-            if record is not None:
-                return record
-            if time.monotonic() > deadline:
-                raise PipelineError(f"no {what} within {timeout_s:g} s")
-            time.sleep(pause)
-            pause = min(2 * pause, self.max_poll_s)
+        def abandoned() -> str | None:
+            return f"stopped waiting for {what}: the task is no longer this worker's" if self.abandoned() else None
+
+        return poll(lambda: self.read(name), timeout_s, what, give_up=abandoned, first_pause_s=self.poll_s,
+                    max_pause_s=self.max_poll_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from truetrain.cli_options import format_tokens
-from truetrain.market import JobStatus, decode_task_id
+from truetrain.market import JobStatus, JobView, decode_task_id
 
 EVENTS = ("TaskDrawn", "ResultCommitted", "AuditorDrawn", "AuditWaived", "ResultRevealed", "AuditRevealed",
           "TaskFinalized", "TaskTimedOut", "TaskRequeued", "TaskDisputed", "RoundAdvanced", "JobCompleted")
@@ -19,7 +19,8 @@ class Progress:
         self.names = names
         self.started = started
         self.next_block = self.w3.eth.block_number
-        self.shards = self.market.functions.jobOf(job_id).call()[2]
+        job = JobView.read(self.market, job_id)
+        self.shards, self.stages = job.shards, job.stages
 
     def job_status(self) -> JobStatus:
         return JobStatus(self.market.functions.jobOf(self.job_id).call()[1])
@@ -29,7 +30,12 @@ class Progress:
 
     def what(self, task_id: int) -> str:
         _, round_index, index = decode_task_id(task_id)
-        kind = "aggregation" if index == self.shards else f"shard {index}"
+        if index == self.shards:
+            kind = "aggregation"
+        elif self.stages > 1:
+            kind = f"shard {index // self.stages} stage {index % self.stages}"
+        else:
+            kind = f"shard {index}"
         return f"round {round_index + 1} {kind:11}"
 
     def poll(self) -> None:

@@ -11,6 +11,7 @@ up until ``truetrain devnet down`` (or ``--down``).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from truetrain.chain.client import dev_account
@@ -44,15 +45,16 @@ TIME_LIMIT_S = 400
 LM_MODEL = {"kind": "lm", "d_model": 64, "n_layers": 2, "n_heads": 4, "seq_len": 64}
 
 
-def demo_manifest(store, model: str = "mlp"):
+def demo_manifest(store, model: str = "mlp", stages: int = 1):
     if model == "lm":
         from truetrain.training.text import demo_corpus, publish_text, split_text
 
         data = publish_text(store, *split_text(demo_corpus(600_000), SHARDS, LM_MODEL["seq_len"]))
+        pipeline = {"stages": stages, "split": "params", "micro_batches": 2} if stages > 1 else None
         return build_manifest(name="stdlib-lm-demo", seed=3, numeric_mode="repro", model=LM_MODEL,
                               optimizer={"kind": "adamw", "lr": 0.004, "warmup_steps": 10},
                               batch_size=8, steps_per_task=30, checkpoint_interval=10, rounds=ROUNDS,
-                              outer={"lr": 0.7, "momentum": 0.9}, **data)
+                              outer={"lr": 0.7, "momentum": 0.9}, pipeline=pipeline, **data)
     data = publish_dataset(store, "digits", num_shards=SHARDS, seed=3)
     return build_manifest(name="digits-mlp-demo", seed=3, numeric_mode="repro",
                           model={"kind": "mlp", "widths": [64, 128, 10]},
@@ -61,8 +63,13 @@ def demo_manifest(store, model: str = "mlp"):
 
 
 def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, down: bool = False,
-             model: str = "mlp", explorer_port: int = EXPLORER_PORT) -> int:
+             model: str = "mlp", explorer_port: int = EXPLORER_PORT, stages: int = 1) -> int:
     started = time.monotonic()
+    # A split job draws no audits (a stage's inputs are its neighbours' reveals): the verifier
+    # replays every result instead, and each worker holds one stage of each shard's group.
+    terms = TERMS if stages == 1 else replace(TERMS, audit_rate_bps=0)
+    worker_flags = [] if stages == 1 else ["--max-concurrent", str(SHARDS)]
+    verifier_flags = [] if stages == 1 else ["--sample-rate", "1"]
     out = Path(out or HOME / "demo-out")
     print(f"[1/6] devnet: Anvil on 127.0.0.1:{port}, IPFS dev node on 127.0.0.1:{ipfs_port}")
     state = devnet_up(port, ipfs_port)
@@ -84,11 +91,12 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
         for account in WORKERS:
             daemons.append(start_daemon("worker", account, dev_account(account).address, rpc=rpc, ipfs=ipfs,
                                         home=HOME, deployments=DEPLOYMENTS,
-                                        extra=["--stake", "500", "--poll-interval", "0.3", "--device", "cpu"]))
+                                        extra=["--stake", "500", "--poll-interval", "0.3", "--device", "cpu",
+                                               *worker_flags]))
         daemons.append(start_daemon("verifier", VERIFIER, dev_account(VERIFIER).address, rpc=rpc, ipfs=ipfs,
                                     home=HOME, deployments=DEPLOYMENTS,
                                     extra=["--stake", "500", "--poll-interval", "0.3", "--device", "cpu",
-                                           "--max-concurrent", "4", "--keeper"]))
+                                           "--max-concurrent", "4", "--keeper", *verifier_flags]))
         for d in daemons:
             names[d.address] = d.name
         for d in daemons:
@@ -100,19 +108,20 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
         with StorageClient(StorageSettings(api_addr=ipfs)) as store:
             submitter = dev_account(SUBMITTER)
             if model == "lm":
+                split = f", split by layers into {stages} stages on different workers" if stages > 1 else ""
                 print(f"[3/6] job: 600 kB of the Python standard library's source split into {SHARDS} text shards "
-                      f"and a held-out part on IPFS, a byte-level transformer (d64 × 2 layers, context 64), "
+                      f"and a held-out part on IPFS, a byte-level transformer (d64 × 2 layers, context 64{split}), "
                       f"{ROUNDS} DiLoCo rounds of 30 AdamW steps a shard, repro numerics")
             else:
                 print(f"[3/6] job: digits (1,797 8×8 images) split into {SHARDS} shards on IPFS, "
                       f"MLP 64-128-10, {ROUNDS} rounds of 60 SGD steps a shard, repro numerics")
-            manifest = demo_manifest(store, model)
+            manifest = demo_manifest(store, model, stages)
             cid = publish_manifest(store, manifest)
             ensure_registered(contracts, store, submitter, ROLE_SUBMITTER)
-            job_id, escrow = create_job(contracts, submitter, manifest, cid, TERMS)
+            job_id, escrow = create_job(contracts, submitter, manifest, cid, terms)
             print(f"      job {job_id} submitted by {submitter.address}: manifest {cid}, escrow "
-                  f"{format_tokens(escrow)} TRAIN = {SHARDS + 1} tasks × {ROUNDS} rounds × "
-                  f"({format_tokens(TERMS.reward_per_task)} reward + {format_tokens(TERMS.audit_fee)} audit fee)")
+                  f"{format_tokens(escrow)} TRAIN = {SHARDS * stages + 1} tasks × {ROUNDS} rounds × "
+                  f"({format_tokens(terms.reward_per_task)} reward + {format_tokens(terms.audit_fee)} audit fee)")
 
             print("[4/6] live, from the chain's events:")
             progress = Progress(contracts, job_id, names, started)
@@ -127,8 +136,11 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
                 time.sleep(0.5)
             progress.poll()
 
-            summary = collect_results(MarketReader(contracts, store), job_id, out)
+            reader = MarketReader(contracts, store)
+            summary = collect_results(reader, job_id, out)
             report_results(job_id, summary)
+            if stages > 1:
+                report_stage_traffic(reader, job_id, manifest)
 
             wait_for_withdrawals(contracts, daemons, timeout=20)
             if contracts.market.functions.credits(submitter.address).call():
@@ -170,6 +182,22 @@ def report_results(job_id: int, summary: dict) -> None:
         print(head + f"held-out accuracy {summary['test_accuracy']:.1%} on {summary['test_samples']} digits")
         print("      accuracy by round: " + ", ".join(f"{r['test_accuracy']:.1%}" for r in summary["per_round"]))
     print(f"      model {files['model']}, loss plot {files['plot']}, summary {files['summary']}")
+
+
+def report_stage_traffic(reader, job_id: int, manifest) -> None:
+    """What the stages sent each other, from their published bundles (the finalized runs)."""
+    from truetrain.market import encode_task_id
+
+    stages = manifest.pipeline.stages
+    moved: dict[str, int] = {}
+    for r in range(manifest.rounds):
+        for index in range(len(manifest.shards) * stages):
+            for kind, n in reader.stage_result(encode_task_id(job_id, r, index)).metrics.get("moved", {}).items():
+                moved[kind] = moved.get(kind, 0) + n
+    steps = manifest.rounds * len(manifest.shards) * manifest.steps_per_task
+    detail = ", ".join(f"{k} {v / steps / 1024:,.1f} KiB" for k, v in sorted(moved.items()))
+    print(f"      a shard's {stages} stages sent between stages {sum(moved.values()) / steps / 1024:,.1f} KiB a step "
+          f"({detail}), through IPFS and the workers' mailboxes")
 
 
 def wait_for_withdrawals(contracts, daemons, timeout: float) -> None:

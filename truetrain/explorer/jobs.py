@@ -36,7 +36,8 @@ def job_row(src, job_id: int) -> dict:
     job = src.reader.job(job_id)
     manifest = manifest_of(src, job_id)
     return {"id": job_id, "name": manifest.name if manifest else None, "status": job.status.name.lower(),
-            "rounds": job.rounds, "rounds_done": job.current_round, "shards": job.shards,
+            "rounds": job.rounds, "rounds_done": job.current_round, "shards": job.shards // job.stages,
+            "stages": job.stages,
             "escrow_left": wei(job.escrow), "submitter": job.submitter,
             "reward_per_task": wei(job.reward_per_task), "audit_fee": wei(job.audit_fee)}
 
@@ -68,7 +69,8 @@ def tasks_of(src, job, games: dict[int, list]) -> list[dict]:
             revealed = reveals.get(task_id, [])
             rows.append({
                 "id": str(task_id), "round": round_index + 1, "index": index,
-                "kind": "aggregation" if index == job.shards else f"shard {index}",
+                "kind": "aggregation" if index == job.shards else (
+                    f"shard {index // job.stages}, stage {index % job.stages}" if job.stages > 1 else f"shard {index}"),
                 "status": task.status.name.lower(),
                 "worker": None if task.worker == ZERO_ADDRESS else task.worker,
                 "deadline": (task.deadline or None) if task.status not in (TaskStatus.NONE, TaskStatus.FINALIZED) else None,

@@ -76,6 +76,12 @@ class MarketReader:
         args = logs[-1]["args"]
         return Reveal(task_id, args["worker"], bytes(args["root"]), args["resultCid"], logs[-1]["blockNumber"])
 
+    def current_reveal(self, task_id: int) -> Reveal | None:
+        """The task's latest reveal if it belongs to its latest offer (None: not revealed in
+        this attempt: a task sent back and drawn again has not revealed since)."""
+        revealed, offered = self.reveal(task_id), self.offered_block(task_id)
+        return revealed if revealed is not None and offered is not None and revealed.block >= offered else None
+
     def offered_block(self, task_id: int) -> int | None:
         """The block the task's latest offer (``TaskDrawn``) was made in, or None before any."""
         logs = self._logs("TaskDrawn", taskId=task_id)
@@ -119,13 +125,7 @@ class MarketReader:
 
     def result(self, task_id: int) -> ResultBundle:
         """A training task's revealed bundle, checked against its revealed root."""
-        revealed = self.reveal(task_id)
-        if revealed is None:
-            raise ResultInvalid(f"task {task_id} has no revealed result")
-        bundle = ResultBundle.from_bytes(self.fetch_bundle(revealed.cid), revealed.root)
-        if bundle.task_id != task_id:
-            raise ResultInvalid(f"result bundle at {revealed.cid} is for task {bundle.task_id}, not {task_id}")
-        return bundle
+        return self._bundle(task_id, self.reveal(task_id), ResultBundle, "result bundle")
 
     def is_stage_task(self, task_id: int) -> bool:
         """Whether ``task_id`` is a stage of a pipelined job's shard (not its aggregation)."""
@@ -142,13 +142,17 @@ class MarketReader:
         return [c.hash for c in bundle.checkpoints], [c.cid for c in bundle.checkpoints]
 
     def stage_result(self, task_id: int) -> StageBundle:
-        """A stage task's revealed bundle, checked against its revealed root."""
-        revealed = self.reveal(task_id)
+        """A stage task's revealed bundle of its current attempt, checked against its revealed root."""
+        return self._bundle(task_id, self.current_reveal(task_id), StageBundle, "stage bundle")
+
+    def _bundle(self, task_id: int, revealed: Reveal | None, kind, what: str):
+        """The bundle ``revealed`` names, parsed as ``kind`` against its revealed root, for ``task_id``."""
         if revealed is None:
-            raise ResultInvalid(f"stage task {task_id} has no revealed result")
-        bundle = StageBundle.from_bytes(self.fetch_bundle(revealed.cid), revealed.root)
+            raise ResultInvalid(f"task {task_id} has no revealed result"
+                                + (" in its current attempt" if kind is StageBundle else ""))
+        bundle = kind.from_bytes(self.fetch_bundle(revealed.cid), revealed.root)
         if bundle.task_id != task_id:
-            raise ResultInvalid(f"stage bundle at {revealed.cid} is for task {bundle.task_id}, not {task_id}")
+            raise ResultInvalid(f"{what} at {revealed.cid} is for task {bundle.task_id}, not {task_id}")
         return bundle
 
     def fetch_bundle(self, cid: str) -> bytes:

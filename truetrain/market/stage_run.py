@@ -160,8 +160,9 @@ def publish_stage(store, run: StageRun, manifest) -> tuple[str, StageBundle]:
     losses = stage.losses
     metrics = {"steps": stage.step, "numeric_mode": manifest.numeric_mode,
                "moved": {kind.name.lower(): n for kind, n in sorted(run.messages.moved.items())}}
-    if losses:
+    if losses:  # the last stage takes the loss
         metrics["final_train_loss"] = losses[-1]
+        metrics["mean_train_loss"] = sum(losses) / len(losses)
     bundle = StageBundle(run.task_id, round_index, index, run.shard, stage.index,
                          manifest.steps_per_task * manifest.batch_size, tuple(leaves), tuple(stage.log.entries),
                          dict(run.messages.cids), metrics)

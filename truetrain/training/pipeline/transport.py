@@ -46,6 +46,26 @@ def record_name(kind: Kind, step: int, micro: int, source: int) -> str:
     return f"msg-{step}-{kind.name.lower()}-{micro}-{source}"
 
 
+def poll(read, timeout_s: float, what: str, *, give_up=lambda: None, first_pause_s: float = 0.005,
+         max_pause_s: float = 0.05) -> dict:
+    """``read()`` until it gives a record (backing off from ``first_pause_s`` to
+    ``max_pause_s``); PipelineError after ``timeout_s`` seconds, or with the reason
+    ``give_up()`` returns once it returns one."""
+    deadline = time.monotonic() + timeout_s
+    pause = first_pause_s
+    while True:
+        record = read()
+        if record is not None:
+            return record
+        reason = give_up()
+        if reason is not None:
+            raise PipelineError(reason)
+        if time.monotonic() > deadline:
+            raise PipelineError(f"no {what} within {timeout_s:g} s")
+        time.sleep(pause)
+        pause = min(2 * pause, max_pause_s)
+
+
 class Rendezvous:
     """Records by name in directory ``root``: ``post`` writes one whole, ``wait`` polls for one."""
 
@@ -71,19 +91,12 @@ class Rendezvous:
     def wait(self, name: str, timeout_s: float, what: str) -> dict:
         """The record ``name`` once posted; PipelineError after ``timeout_s`` seconds or
         once an ``abort`` record appears."""
-        deadline = time.monotonic() + timeout_s
-        pause = self.poll_s
-        while True:
-            record = self.read(name)
-            if record is not None:
-                return record
-            aborted = self.read(ABORT)
-            if aborted is not None:
-                raise PipelineError(f"gave up waiting for {what}: {aborted.get('reason', 'aborted')}")
-            if time.monotonic() > deadline:
-                raise PipelineError(f"no {what} within {timeout_s:g} s")
-            time.sleep(pause)
-            pause = min(2 * pause, 0.05)
+        def aborted() -> str | None:
+            record = self.read(ABORT)
+            return None if record is None else f"gave up waiting for {what}: {record.get('reason', 'aborted')}"
+
+        return poll(lambda: self.read(name), timeout_s, what, give_up=aborted, first_pause_s=self.poll_s,
+                    max_pause_s=0.05)
 
 
 class IpfsMessageStore:
