@@ -119,11 +119,11 @@ class Bench:
 
     def job_params(self, shards: int, audit_bps: int = 0, leaves: int = 7, challenge_window: int = 50,
                    reward: int = 10 * E, audit_fee: int = 2 * E, collateral: int = 20 * E,
-                   windows: tuple[int, int, int] = (5, 50, 20), rounds: int = 2) -> tuple:
+                   windows: tuple[int, int, int] = (5, 50, 20), rounds: int = 2, stages: int = 1) -> tuple:
         accept, compute, reveal = windows
         return ("bafymanifest", "0x" + "aa" * 32, "bafyinit", "0x" + "bb" * 32, shards, rounds,
                 reward, audit_fee, collateral, accept, compute, reveal, challenge_window, 1, 16_000, 0, audit_bps, 100,
-                self.height + 100_000, leaves, 0, 0, 1)
+                self.height + 100_000, leaves, 0, 0, stages)
 
     def create_job(self, submitter: str, shards: int, audit_bps: int = 0, **terms) -> tuple[int, int]:
         params = self.job_params(shards, audit_bps, **terms)

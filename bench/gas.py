@@ -136,6 +136,31 @@ def batch_life(b: Bench, submitter: str, n: int) -> list[tuple[str, int]]:
     return rows
 
 
+def stage_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
+    """A job split into 3 stages (one shard): one drawTasks for the group (each stage kept
+    off the workers of the others), each stage accepted (a later accept extends the running
+    ones), committed, revealed, and the group finalized by one finalizeMany; then, in a
+    second group, a stage reporting it is blocked."""
+    job_id, _ = b.create_job(submitter, 3, windows=(100, 200, 150), challenge_window=200, stages=3, rounds=1)
+    receipt = b.receipt(b.market.functions.drawTasks(job_id, 3), submitter)
+    tasks = [(e["taskId"], e["worker"]) for e in b.events(receipt, b.market, "TaskDrawn")]
+    mean = lambda gas: round(sum(gas) / len(gas))  # noqa: E731
+    rows = [("drawTasks / stage", round(receipt["gasUsed"] / len(tasks))),
+            ("acceptTask (mean; extends the running stages)",
+             mean([b.send(b.market.functions.acceptTask(t), w) for t, w in tasks])),
+            ("commitResult (mean)", mean([b.send(b.market.functions.commitResult(t, commitment(w)), w) for t, w in tasks])),
+            ("revealResult (mean)", mean([b.send(b.market.functions.revealResult(t, ROOT, CID, SALT), w) for t, w in tasks]))]
+    b.mine(201)
+    rows.append(("finalizeMany / stage (the group at once)",
+                 round(b.send(b.market.functions.finalizeMany([t for t, _ in tasks]), submitter) / len(tasks))))
+    job_id, _ = b.create_job(submitter, 3, windows=(100, 200, 150), challenge_window=200, stages=3, rounds=1)
+    receipt = b.receipt(b.market.functions.drawTasks(job_id, 3), submitter)
+    task, worker = next((e["taskId"], e["worker"]) for e in b.events(receipt, b.market, "TaskDrawn"))
+    b.send(b.market.functions.acceptTask(task), worker)
+    rows.append(("reportStalled", b.send(b.market.functions.reportStalled(task), worker)))
+    return rows
+
+
 def compare(title: str, rows: list[tuple[str, int]], before: dict[str, int], target: bool = False) -> None:
     """A table of gas per call, after (this code) and before (BEFORE), with their ratio."""
     total = sum(g for _, g in rows)
@@ -219,6 +244,7 @@ def main() -> None:
         compare("One task's life in batches at the pool's capacity: 20 tasks over 10 workers that take 2 at once",
                 batch_life(b, submitter, 20), BEFORE["capacity"])
 
+        table("A job split into 3 stages: one group's life", stage_life(b, submitter))
         if "--lives" in sys.argv:
             return
         creates = [(f"createJob, {n:,} shards", b.create_job(submitter, n)[1]) for n in (10, 100, 1_000)]

@@ -32,11 +32,16 @@ def require_completed(job) -> None:
 
 
 def round_losses(reader, job) -> list[float | None]:
-    """Mean over round r's shard tasks of each task's mean training loss (None if none reported)."""
+    """Mean over round r's shard tasks of each task's mean training loss (None if none
+    reported; a job split into stages: its last stages', which take the loss)."""
     out = []
     for round_index in range(job.rounds):
-        losses = [reader.result(encode_task_id(job.job_id, round_index, i)).metrics.get("mean_train_loss")
-                  for i in range(job.shards)]
+        if job.stages > 1:
+            losses = [reader.stage_result(encode_task_id(job.job_id, round_index, i)).metrics.get("mean_train_loss")
+                      for i in range(job.stages - 1, job.shards, job.stages)]
+        else:
+            losses = [reader.result(encode_task_id(job.job_id, round_index, i)).metrics.get("mean_train_loss")
+                      for i in range(job.shards)]
         known = [float(v) for v in losses if v is not None]
         out.append(sum(known) / len(known) if known else None)
     return out
@@ -69,7 +74,7 @@ def collect_results(reader, job_id: int, out_dir: Path) -> dict:
     plot_training(plot_path, rounds, losses, per_round, bits_per_byte=lm)
     summary = {
         "job_id": job_id, "name": manifest.name, "model": manifest.model.kind, "rounds": job.rounds,
-        "shards": job.shards, "final_checkpoint": {"cid": cid, "hash": "0x" + digest.hex()},
+        "shards": job.shards // job.stages, "stages": job.stages, "final_checkpoint": {"cid": cid, "hash": "0x" + digest.hex()},
         key: value, "test_samples": manifest.test_set.samples,
         "per_round": [{"round": r, key: a, "mean_train_loss": loss}
                       for r, a, loss in zip(rounds, per_round, losses)],
