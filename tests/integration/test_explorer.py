@@ -245,7 +245,8 @@ def test_dispute_page_shows_moves_clocks_votes_verdict_and_where_tokens_went(mar
     moves = game.events.DisputeBisected().get_logs(from_block=0, argument_filters={"gameId": game_id})
     rows = browser.find_elements(By.CSS_SELECTOR, "#timeline tr.DisputeBisected")
     assert len(rows) == len(moves) == 3
-    clocks = {"worker": 30, "challenger": 30}
+    full = game.functions.clockBlocks().call()  # each party's clock before its first move
+    clocks = {"worker": full, "challenger": full}
     for row, move in zip(rows, moves):
         side = "worker" if move["args"]["mover"] == market["cheater"] else "challenger"
         clocks[side] = move["args"]["clockLeft"]
