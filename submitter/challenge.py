@@ -113,11 +113,11 @@ def challenge(session, as_json, task_id, expected_root, follow):
 def _replay_stage(session, task_id: int):
     """A pipeline stage replayed on the inputs its group's other stages committed to sending
     it (refused until they all revealed), its leaves published: (result, hashes, CIDs)."""
-    from truetrain.market import ComputedResult, encode_task_id
+    from truetrain.market import ComputedResult, decode_task_id, encode_task_id
     from truetrain.market.stage_run import publish_stage, replay_stage_task
     from truetrain.market.stages import group_indices
 
-    job_id, round_index, index = task_id >> 64, (task_id >> 32) & 0xFFFFFFFF, task_id & 0xFFFFFFFF
+    job_id, round_index, index = decode_task_id(task_id)
     manifest = session.reader.manifest(job_id)
     waiting = [i for i in group_indices(manifest, index)
                if i != index and session.reader.current_reveal(encode_task_id(job_id, round_index, i)) is None]

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from truetrain.errors import PipelineError, ResultInvalid
+from truetrain.errors import ResultInvalid
 from truetrain.training import Contribution
 from truetrain.training.checkpoint import Checkpoint, decode_checkpoint
-from truetrain.training.merkle import merkle_root
 from truetrain.training.pipeline import (IpfsMessageStore, Stage, StageLog, merge_checkpoints, replay_stage_run,
                                          stage_checkpoint, train_stage)
 from truetrain.training.task import task_start
@@ -42,27 +41,33 @@ class StageRun:
         return self.stage.step
 
 
-def _inputs(reader, task_id: int, stage_index: int):
-    """(manifest, plan, shard bytes or None, round start bytes or None, shard index) of a stage task."""
+def _inputs(reader, task_id: int):
+    """(manifest, plan, stage, shard bytes or None, round start bytes or None, shard index,
+    round) of a stage task: the shard only where the stage reads it (the first and last)."""
     job_id, round_index, index = decode_task_id(task_id)
     manifest = reader.manifest(job_id)
     shard_index, stage = task_place(manifest, index)
-    if stage != stage_index:
-        raise PipelineError(f"task {task_id} is stage {stage}, not {stage_index}")
     plan = manifest.pipeline.plan(manifest.model)
-    ends = stage in (0, plan.stages - 1)
-    shard = reader.shard(job_id, shard_index) if ends else None
-    return manifest, plan, shard, reader.round_start(job_id, round_index), shard_index
+    shard = reader.shard(job_id, shard_index) if stage in (0, plan.stages - 1) else None
+    return manifest, plan, stage, shard, reader.round_start(job_id, round_index), shard_index, round_index
+
+
+def _committed(reader, task_id: int, plan, stage: int, store_client, timeout_s: float):
+    """The stage's inputs as its siblings committed to sending them, and a message store
+    that knows where each is."""
+    siblings = sibling_bundles(reader, task_id)
+    messages = IpfsMessageStore(store_client, None, timeout_s=timeout_s)
+    for bundle in siblings.values():
+        for address, cid in bundle.cids.items():
+            messages.learn(address, cid)
+    return committed_inputs(stage, plan.stages, plan.tied_partner(stage), siblings), messages
 
 
 def run_stage_task(reader, task_id: int, board, store_client, *, timeout_s: float, device=None,
                    tamper=None) -> StageRun:
     """Run stage task ``task_id`` against its siblings through ``board`` (each received
     record waited for up to ``timeout_s``) and the IPFS node behind ``store_client``."""
-    job_id, round_index, index = decode_task_id(task_id)
-    manifest = reader.manifest(job_id)
-    _, stage_index = task_place(manifest, index)
-    manifest, _plan, shard, start, shard_index = _inputs(reader, task_id, stage_index)
+    manifest, _plan, stage_index, shard, start, shard_index, round_index = _inputs(reader, task_id)
     messages = IpfsMessageStore(store_client, board, timeout_s=timeout_s)
     stage = train_stage(manifest, stage_index, shard, start, shard_index, round_index, messages, device=device,
                         tamper=tamper)
@@ -84,13 +89,8 @@ def sibling_bundles(reader, task_id: int) -> dict[int, StageBundle]:
 def replay_stage_task(reader, task_id: int, store_client, *, device=None, timeout_s: float = 60.0) -> StageRun:
     """Stage task ``task_id`` re-run alone from its start on the inputs its siblings committed
     to sending it: the leaves an honest stage has."""
-    job_id, round_index, index = decode_task_id(task_id)
-    manifest = reader.manifest(job_id)
-    _, stage_index = task_place(manifest, index)
-    manifest, plan, shard, start, shard_index = _inputs(reader, task_id, stage_index)
-    siblings = sibling_bundles(reader, task_id)
-    messages = _committed_store(siblings, store_client, timeout_s)
-    inputs = committed_inputs(stage_index, plan.stages, plan.tied_partner(stage_index), siblings)
+    manifest, plan, stage_index, shard, start, shard_index, round_index = _inputs(reader, task_id)
+    inputs, messages = _committed(reader, task_id, plan, stage_index, store_client, timeout_s)
     ckpt = stage_checkpoint(task_start(manifest, start, shard_index, round_index), plan, stage_index)
     stage = _replay(manifest, plan, stage_index, ckpt, shard, inputs, messages, manifest.steps_per_task, device)
     return StageRun(task_id, shard_index, stage, messages)
@@ -100,15 +100,6 @@ def _replay(manifest, plan, index: int, ckpt: Checkpoint, shard, inputs: StageLo
             device) -> Stage:
     return replay_stage_run(manifest, plan, index, ckpt, shard, inputs, messages, steps,
                             micro_batches=manifest.pipeline.micro_batches, device=device)
-
-
-def _committed_store(siblings: dict[int, StageBundle], store_client, timeout_s: float) -> IpfsMessageStore:
-    """A message store that knows where every message the siblings sent is."""
-    messages = IpfsMessageStore(store_client, None, timeout_s=timeout_s)
-    for bundle in siblings.values():
-        for address, cid in bundle.cids.items():
-            messages.learn(address, cid)
-    return messages
 
 
 def start_leaf(reader, task_id: int) -> bytes:
@@ -127,17 +118,12 @@ def replay_segment(reader, task_id: int, lo: int, agreed: LeafRecord, store_clie
     """The leaf an honest stage has at game position ``lo + 1`` (leaf ``lo``), re-run for
     one interval from the agreed leaf at position ``lo`` (leaf ``lo - 1``, its record
     ``agreed``; lo >= 1) on the inputs the siblings committed to sending."""
-    job_id, round_index, index = decode_task_id(task_id)
-    manifest = reader.manifest(job_id)
-    _, stage_index = task_place(manifest, index)
-    manifest, plan, shard, _start, _shard_index = _inputs(reader, task_id, stage_index)
+    manifest, plan, stage_index, shard, *_ = _inputs(reader, task_id)
     interval = manifest.checkpoint_interval
     if lo < 1 or agreed.step != (lo - 1) * interval:
         raise ResultInvalid(f"agreed leaf record at step {agreed.step} is not leaf {lo - 1}")
     ckpt = decode_checkpoint(reader.fetch(agreed.checkpoint_cid, agreed.checkpoint_hash))
-    siblings = sibling_bundles(reader, task_id)
-    messages = _committed_store(siblings, store_client, timeout_s)
-    inputs = committed_inputs(stage_index, plan.stages, plan.tied_partner(stage_index), siblings)
+    inputs, messages = _committed(reader, task_id, plan, stage_index, store_client, timeout_s)
     stage = _replay(manifest, plan, stage_index, ckpt, shard, inputs, messages, interval, device)
     entries = segments(stage.log, plan.stages, interval, manifest.checkpoint_leaves)[lo]
     return LeafRecord(lo * interval, stage.checkpoints[lo * interval].hash(), "", tuple(entries)).hash
@@ -169,16 +155,6 @@ def publish_stage(store, run: StageRun, manifest) -> tuple[str, StageBundle]:
     return store.add_bytes(bundle.to_bytes()).cid, bundle
 
 
-def leaf_root(run: StageRun, manifest) -> tuple[list[bytes], bytes]:
-    """The leaves (hashes) and root of a run without publishing it (what a replay compares)."""
-    plan = run.stage.plan
-    by_segment = segments(run.stage.log, plan.stages, manifest.checkpoint_interval, manifest.checkpoint_leaves)
-    hashes = [LeafRecord(k * manifest.checkpoint_interval,
-                         run.stage.checkpoints[k * manifest.checkpoint_interval].hash(), "",
-                         tuple(by_segment[k])).hash for k in range(manifest.checkpoint_leaves)]
-    return hashes, merkle_root(hashes)
-
-
 def merged_contribution(reader, job_id: int, round_index: int, shard_index: int) -> Contribution:
     """Shard ``shard_index``'s contribution to the round: its stages' final checkpoints
     (each checked against its revealed bundle) merged into the whole model."""
@@ -193,5 +169,5 @@ def merged_contribution(reader, job_id: int, round_index: int, shard_index: int)
     return Contribution(shard_index, samples, merge_checkpoints(parts).to_bytes())
 
 
-__all__ = ["StageRun", "leaf_root", "merged_contribution", "publish_stage", "replay_segment", "replay_stage_task",
+__all__ = ["StageRun", "merged_contribution", "publish_stage", "replay_segment", "replay_stage_task",
            "run_stage_task", "sibling_bundles", "start_leaf"]
