@@ -10,9 +10,11 @@ loaded once before the lanes start, so no two lanes write ``build/`` at once. ``
 one more lane.
 
 Each lane's output goes to ``<report dir>/lane-N.log``; when every lane has finished the
-failing lanes' logs are printed whole, then one line per lane and the ten slowest tests
-across all lanes (setup + call + teardown, from the JUnit reports). The exit status is
-pytest's worst.
+failing lanes' logs are printed whole, then one line per lane with its wall time and the
+CPU time of its whole process tree, the ten slowest tests across all lanes (setup + call +
+teardown, from the JUnit reports; in a loaded run that is mostly waiting) and the ten test
+modules that took the most CPU (what makes the suite longer on 2 cores; from each lane's
+``lane-N.cpu``, see tests/conftest.py). The exit status is pytest's worst.
 
     python scripts/run_tests.py                 # the whole suite in lanes, forge included
     python scripts/run_tests.py tests/contracts  # arguments given: one plain pytest run, no forge
@@ -84,6 +86,18 @@ def slowest(reports: list[Path], count: int = 10) -> list[tuple[float, str]]:
     return sorted(times, reverse=True)[:count]
 
 
+def cpu_by_module(logs: list[Path], count: int = 10) -> list[tuple[float, str]]:
+    """The test modules that took the most CPU, from the lanes' CPU logs."""
+    spent: dict[str, float] = {}
+    for log in logs:
+        if log.exists():
+            for line in log.read_text().splitlines():
+                seconds, _, nodeid = line.partition("\t")
+                module = nodeid.split("::")[0]
+                spent[module] = spent.get(module, 0.0) + float(seconds)
+    return sorted(((s, m) for m, s in spent.items()), reverse=True)[:count]
+
+
 def summary_line(log: Path) -> str:
     """pytest's last line of counts ("3 failed, 40 passed in 81.20s")."""
     lines = [ln.strip("= ") for ln in log.read_text(errors="replace").splitlines() if " in " in ln
@@ -110,7 +124,7 @@ def main(argv: list[str]) -> int:
     for n, paths in enumerate(lanes):
         args = [*paths, "-q", f"--junitxml={out / f'lane-{n}.xml'}", f"--basetemp={out / f'tmp-{n}'}",
                 "-o", "junit_family=xunit1"]
-        commands.append((pytest + args, {"TT_ANVIL_PORT": str(BASE_PORT + n)}))
+        commands.append((pytest + args, {"TT_ANVIL_PORT": str(BASE_PORT + n), "TT_CPU_LOG": str(out / f"lane-{n}.cpu")}))
     # The forge suites (their own EVM, no Anvil) are one more lane: each invariant campaign at
     # FORGE_INVARIANT_RUNS x 64 calls (foundry.toml's 256 runs took a third of the suite's CPU;
     # `make forge-test` keeps 256 and `make fuzz` runs 10,000).
@@ -123,12 +137,18 @@ def main(argv: list[str]) -> int:
             running.append((n, subprocess.Popen(command, cwd=ROOT, env={**os.environ, **extra_env}, stdout=sink,
                                                 stderr=subprocess.STDOUT), log, report))
     print(f"{len(lanes)} lanes started; logs in {out}", flush=True)
-    codes = {}
+    codes, cpu = {}, {}
     while len(codes) < len(running):
         for n, process, log, _ in running:
-            if n not in codes and process.poll() is not None:
-                codes[n] = process.returncode
-                print(f"  lane {n} done in {time.monotonic() - started:5.0f} s: {summary_line(log)}", flush=True)
+            if n in codes:
+                continue
+            # wait4: the lane's exit status and the CPU of its whole reaped process tree
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                codes[n], cpu[n] = os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+                process.returncode = codes[n]
+                print(f"  lane {n} done in {time.monotonic() - started:5.0f} s ({cpu[n]:5.0f} CPU-s): "
+                      f"{summary_line(log)}", flush=True)
         time.sleep(1)
     for n, _, log, _ in running:
         if codes[n]:
@@ -137,7 +157,10 @@ def main(argv: list[str]) -> int:
     print(f"\n{'=' * 30} slowest 10 tests (setup + call + teardown) {'=' * 30}")
     for seconds, name in slowest([r for *_, r in running]):
         print(f"{seconds:8.2f}s  {name}")
-    print(f"\nall lanes: {time.monotonic() - started:.0f} s wall; "
+    print(f"\n{'=' * 30} the 10 modules that took the most CPU (own + child processes) {'=' * 30}")
+    for seconds, name in cpu_by_module([out / f"lane-{n}.cpu" for n in range(len(lanes))]):
+        print(f"{seconds:8.0f} CPU-s  {name}")
+    print(f"\nall lanes: {time.monotonic() - started:.0f} s wall, {sum(cpu.values()):.0f} CPU-s; "
           + ", ".join(f"lane {n}: {'ok' if not c else f'exit {c}'}" for n, c in sorted(codes.items())))
     return max(codes.values())
 

@@ -42,7 +42,7 @@ from truetrain.training import aggregate, build_manifest, run_task
 # Audits are refused for split jobs (a stage's inputs are its neighbours' results); the
 # verifier samples every result instead. Windows only a failing party waits out are wide.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=60, compute_window=60, reveal_window=120, challenge_window=60, audit_rate_bps=0)
+                 accept_window=60, compute_window=90, reveal_window=120, challenge_window=90, audit_rate_bps=0)
 HONEST, SPARE, CHEATER, SILENT = (2, 3), 4, 8, 9
 CHALLENGER, REFEREE = 5, 6
 STAGES = 3
@@ -98,6 +98,11 @@ def net(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build
         for index in HONEST:
             net.start("worker", index, extra=["--max-concurrent", "2"])
         net.start("worker", CHEATER, env={"TRUETRAIN_FAULT": "corrupt-sent:1"})
+        # The spare's daemon runs from the start, out of the pool until the cheater holds its
+        # stage: joining then is one transaction, where starting a daemon under the lanes' load
+        # took longer than the waiting group's compute window.
+        net.start("worker", SPARE, extra=["--max-concurrent", "2"])
+        pool_call(net, SPARE, join=False)
         net.verifier = net.start("verifier", CHALLENGER, extra=["--keeper", "--sample-rate", "1"])
         net.start("verifier", REFEREE)
         yield net
@@ -105,14 +110,17 @@ def net(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build
 
 @pytest.fixture(scope="module")
 def corrupted_job(net):
+    # Workers 2 and 3 take two stages each and the cheater one: the first draw places one
+    # shard's group whole, the cheater in it, and two stages of the other group, whose third
+    # stage waits for a worker outside it.
     job_id, manifest, escrow = net.submit(shards=2, rounds=1, steps=4, terms=TERMS, build=lm_manifest(2, 7))
     cheater = address(CHEATER)
-    net.wait_for("the cheater committed", lambda: any(
-        e["worker"] == cheater for e in job_events(net, "ResultCommitted", job_id)))
-    # The cheater's operator walks away (its task and game go on); an honest worker joins to
-    # hold the stage its group needs when it runs again.
+    net.wait_for("the cheater accepted its stage", lambda: any(
+        e["worker"] == cheater for e in job_events(net, "TaskAccepted", job_id)))
+    # The cheater's operator walks away (its task and game go on); the spare joins and takes
+    # the waiting stage, and later the stage of the cheater's group when that group runs again.
     pool_call(net, CHEATER, join=False)
-    net.start("worker", SPARE, extra=["--max-concurrent", "2"])
+    pool_call(net, SPARE, join=True)
     status = net.wait_job(job_id, timeout=420)
     return job_id, manifest, escrow, status
 
