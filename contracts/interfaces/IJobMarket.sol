@@ -67,7 +67,8 @@ interface IJobMarket {
     /// `stages` (1 … MAX_STAGES, dividing `shards`) splits the model by layers: the round's
     /// shard tasks come in groups of `stages` consecutive indices, one per stage, that run
     /// at once and exchange activations and gradients. A stage is never offered to the
-    /// worker of another stage of its group, and while a stage of a group is offered or accepted
+    /// worker of another stage of its group; without `preferredRegion` it prefers the region
+    /// its neighbour stage's worker declares (low latency between consecutive stages), and while a stage of a group is offered or accepted
     /// the group's running stages keep at least a compute window from then (they wait on it).
     /// A split job draws no audits (`auditRateBps` must be 0): a stage's inputs are its
     /// siblings' results, so its results are checked by challenges in the challenge window.

@@ -156,7 +156,8 @@ library TaskFlow {
     /// @dev A worker for stage task `id` that holds no other stage of its group (the stages
     /// run at once, each in the memory of one): the pool excludes the worker of the stage
     /// before it (or the one that failed this task), and the draw is tried again from a fresh
-    /// seed, up to STAGE_DRAWS times, while it lands on a worker of another stage.
+    /// seed, up to STAGE_DRAWS times, while it lands on a worker of another stage. Unless the
+    /// job names a region, the draw prefers the region of the neighbour stage's worker.
     function assignStage(
         MarketStore storage s,
         MarketDeps memory d,
@@ -168,6 +169,9 @@ library TaskFlow {
         address[] memory others = _groupWorkers(s, id, stages);
         uint256 stage = uint32(id) % stages;
         if (req.exclude == address(0) && stage != 0) req.exclude = others[stage - 1];
+        // Consecutive stages trade activations and gradients every micro-batch: unless the job
+        // names a region, a stage prefers its neighbour's (the pool's region boost).
+        if (req.preferredRegion == 0) req.preferredRegion = _neighbourRegion(d, others, stage);
         for (uint256 attempt = 0; attempt < STAGE_DRAWS; ++attempt) {
             bytes32 attemptSeed = attempt == 0 ? seed : keccak256(abi.encode(seed, attempt));
             address candidate = d.pool.sample(attemptSeed, req, false);
@@ -175,6 +179,19 @@ library TaskFlow {
             if (!_contains(others, candidate)) return d.pool.assign(attemptSeed, req, false);
         }
         return address(0);
+    }
+
+    /// @dev The region the worker of the stage before `stage` declares (of the stage after it
+    /// when nobody holds the one before, as for the first stage); 0 (none) when neither is held.
+    /// `others` is `_groupWorkers`: the stage before is at `stage - 1`, the one after at `stage`.
+    function _neighbourRegion(MarketDeps memory d, address[] memory others, uint256 stage)
+        private
+        view
+        returns (uint16)
+    {
+        address neighbour = stage != 0 ? others[stage - 1] : address(0);
+        if (neighbour == address(0) && stage < others.length) neighbour = others[stage];
+        return neighbour == address(0) ? 0 : d.registry.capabilityOf(neighbour).region;
     }
 
     /// @dev The workers holding the other stages of task `id`'s group, in stage order (zero at

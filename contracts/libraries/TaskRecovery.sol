@@ -51,7 +51,7 @@ library TaskRecovery {
             t.auditor = address(0);
             t.flags = 0;
             TaskFlow.openWindow(t, id, j.challengeWindow);
-        } else if (_stalledStage(s, d, j, jobId, id, st, worker)) {
+        } else if (_stalledStage(s, d, j, jobId, id, st)) {
             return;
         } else {
             // The worker missed accept, commit or reveal. After a commitment (it may know the
@@ -180,8 +180,7 @@ library TaskRecovery {
         JobRecord storage j,
         uint256 jobId,
         uint256 id,
-        IJobMarket.TaskStatus st,
-        address worker
+        IJobMarket.TaskStatus st
     ) private returns (bool) {
         if (st != IJobMarket.TaskStatus.Running || s.tasks[id].flags & TaskFlow.FLAG_STALLED == 0) return false;
         _releaseStage(s, d, j, id, id);

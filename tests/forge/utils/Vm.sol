@@ -24,6 +24,8 @@ interface Vm {
     // ------------------------------------------------------------ block environment
     function roll(uint256 newHeight) external;
     function warp(uint256 newTimestamp) external;
+    /// Sets block.prevrandao (post-merge blocks; evm_version cancun).
+    function prevrandao(bytes32 newPrevrandao) external;
     function getBlockNumber() external view returns (uint256 height);
     function getBlockTimestamp() external view returns (uint256 timestamp);
 
