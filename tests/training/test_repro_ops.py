@@ -136,9 +136,16 @@ def test_first_argmax_tiesGoToFirst():
     assert first_argmax(x, 1).tolist() == [1, 0, 2]
 
 
+@pytest.mark.fuse_threshold
 @pytest.mark.parametrize("limbs", [2, 3])
 @pytest.mark.parametrize("raw", [MLP, CNN], ids=["mlp", "cnn"])
 def test_gradients_microBatchSplitsAndRoutes_sameBits(raw, limbs):
+    """Every route and micro-batch split gives the same gradient bits. The fused engine runs
+    as a worker does: below the size threshold, the C kernels. Compiling its kernels for
+    each model's, limb count's and split's shapes cost 250 CPU-seconds of a cold `make test`
+    (80 for the MLP's whole batch alone); the compiled kernels' bits are checked against the
+    eager engine in test_intgemm (and a worker compiles them for the default LM's step in
+    test_memory)."""
     spec = parse_model_spec(raw)
     params = init_params(spec, 3)
     x = torch.rand(48, 64, generator=_gen(11))
@@ -146,8 +153,7 @@ def test_gradients_microBatchSplitsAndRoutes_sameBits(raw, limbs):
     full, s, t = ReproNet(spec, INT8, limbs).gradients(params, x, y)
     for route, micro in (("int8", 1), ("int8", 7), ("float64", None), ("float64", 16),
                          ("int8", 47), ("fused", None), ("fused", 13)):
-        grads, s2, t2 = ReproNet(spec, ENGINES[route], limbs).gradients(
-            params, x, y, micro_batch=micro)
+        grads, s2, t2 = ReproNet(spec, ENGINES[route], limbs).gradients(params, x, y, micro_batch=micro)
         assert all(torch.equal(full[k], grads[k]) for k in full), (route, micro)
         assert torch.equal(s, s2) and torch.equal(t, t2)
 
