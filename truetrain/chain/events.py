@@ -116,12 +116,18 @@ class EventFollower:
     # --- one pass ---------------------------------------------------------------------
 
     def _hash(self, block: int) -> str | None:
-        found = self.w3.eth.get_block(block)
-        return _hex(found["hash"]) if found is not None else None
+        # The raw call: web3's get_block formats every field of the block, which made these
+        # three reads a pass the larger part of an idle daemon's follower.
+        reply = self.w3.provider.make_request("eth_getBlockByNumber", [hex(block), False])
+        if "error" in reply:  # as get_block raised: the poll fails and is retried
+            raise Web3RPCError(f"eth_getBlockByNumber({block}): {reply['error']}", rpc_response=reply)
+        found = reply.get("result")
+        return found["hash"] if found else None
 
-    def poll(self) -> int:
-        """Deliver what is new up to the safe head; return how many events were handled."""
-        head = self.w3.eth.block_number
+    def poll(self, head: int | None = None) -> int:
+        """Deliver what is new up to the safe head (``head``: the chain's height, when the
+        caller just read it); return how many events were handled."""
+        head = self.w3.eth.block_number if head is None else head
         position, genesis = self.store.load()
         position = position or Position(self.settings.start_block - 1)
         if genesis is None:

@@ -94,6 +94,7 @@ class Daemon:
         self.lane = Lane(f"{self.role}-lane", threads=self.lane_threads())
         self.ticks = 0
         self.tick_block: int | None = None  # the chain's height when the last full pass began
+        self._last_seen = -(2**63)  # the registry's lastSeenBlock for us, as last read or sent
         self.block = 0
         self.declarer: NetworkDeclarer | None = None
 
@@ -194,9 +195,16 @@ class Daemon:
             self.send("joinPool", pool.functions.joinPool())
 
     def heartbeat_if_due(self) -> None:
+        """A heartbeat when the registry's last sight of us is ``heartbeat_blocks`` old. The
+        registry is read only when the last value read says one may be due (other calls
+        refresh it too): an idle daemon read it on every block, a third of its pass."""
+        if self.block - self._last_seen < self.settings.heartbeat_blocks:
+            return
         last = self.contracts.registry.functions.lastSeenBlock(self.address).call()
+        self._last_seen = last
         if self.block - last >= self.settings.heartbeat_blocks:
             self.send("heartbeat", self.contracts.registry.functions.heartbeat())
+            self._last_seen = self.block
 
     def start_declaring_network(self) -> None:
         """Measure and declare the network figures now, then every ``network_check_blocks``."""
@@ -303,7 +311,7 @@ class Daemon:
         self.ticks += 1
         self.block = block
         self.metrics.block.set(self.block)
-        self.follower.poll()
+        self.follower.poll(block)
         work_book(self.book, self.kinds, self.slow_kinds,
                   lambda entry: self.guarded(f"task {entry.task_id} ({entry.kind})", self.step_entry, entry),
                   self._refresh, self.stop_event.is_set)
