@@ -8,10 +8,10 @@ and averages the shards. Two jobs, one after the other:
 
 1. two shards, and one of the three workers is the named faulty ``corrupt-sent:1``: from
    step 1 it nudges the activations and gradients it sends (its own parameters stay
-   honest). Its stage is challenged, bisected to the interval of step 1, the referee sides
-   with the challenger, it is slashed; its honest neighbours replay clean, are not
-   penalised, and the group runs again (the cheater has left the pool, a fourth worker
-   joined) while the other shard's group is paid as it was;
+   honest). Its stage is challenged, bisected to step 1 (one leaf per step), the referee
+   recomputes that one stage-step and sides with the challenger, it is slashed; its honest
+   neighbours replay clean, are not penalised, and the group runs again (the cheater has
+   left the pool, a fourth worker joined) while the other shard's group is paid as it was;
 2. one shard, and one worker is ``hang-after:acceptTask``: its stage goes silent
    mid-pipeline; the two stages blocked on it report so before their deadline
    (``reportStalled``), the silent one times out (10 % of its collateral), its group is sent
@@ -60,7 +60,7 @@ def lm_manifest(shards: int, seed: int):
         return build_manifest(name="lm-pipelined", seed=seed, numeric_mode="repro",
                               model={"kind": "lm", "d_model": 32, "n_layers": 2, "n_heads": 2, "seq_len": 16},
                               optimizer={"kind": "adamw", "lr": 0.004, "warmup_steps": 2, "clip_norm": 1.0},
-                              batch_size=4, steps_per_task=4, checkpoint_interval=2, rounds=1,
+                              batch_size=4, steps_per_task=4, checkpoint_interval=1, rounds=1,
                               pipeline={"stages": STAGES, "split": "params", "micro_batches": 2}, **data)
     return build
 
@@ -153,9 +153,11 @@ def test_corrupting_stage_is_slashed_and_its_honest_neighbours_are_not(net, corr
     bad = opened[0]["taskId"]
     settled = net.game_events("DisputeSettled", gameId=opened[0]["gameId"])[0]["args"]
     assert (settled["workerWon"], settled["loser"], settled["slashed"]) == (False, address(CHEATER), 20 * TOKEN)
-    # the bisection ended on the interval of step 1 (leaf 1: steps 0-1), where the nudging began
+    # one leaf per step (checkpoint interval 1): the bisection ended on one stage-step, step 1,
+    # where the nudging began (position 3 = leaf 2: step 1's messages and the checkpoint after
+    # it; position 2 = leaf 1, agreed), and the referee recomputed that step alone
     ended = net.game_events("BisectionEnded", gameId=opened[0]["gameId"])[0]["args"]
-    assert (ended["lo"], ended["hi"]) == (1, 2)
+    assert (ended["lo"], ended["hi"]) == (2, 3)
     votes = [e["args"]["vote"] for e in net.game_events("VoteRevealed", gameId=opened[0]["gameId"])]
     assert votes == [2]  # the referee sides with the challenger
     group = bad & ~0xFFFFFFFF | (bad & 0xFFFFFFFF) // STAGES * STAGES
@@ -186,7 +188,7 @@ def test_each_group_ran_on_three_workers_and_every_stage_replays_on_its_neighbou
         tasks = [encode_task_id(job_id, 0, shard * STAGES + s) for s in range(STAGES)]
         assert len({finalized[t]["worker"] for t in tasks}) == STAGES
         stages = [bundles[shard * STAGES + s] for s in range(STAGES)]
-        assert [(b.shard, b.stage, len(b.leaves)) for b in stages] == [(shard, s, 3) for s in range(STAGES)]
+        assert [(b.shard, b.stage, len(b.leaves)) for b in stages] == [(shard, s, 5) for s in range(STAGES)]
         # activations flow down, gradients up, the ends swap the tied embedding's gradient parts
         for b in stages:
             sent = {e.kind.name for e in b.log if e.sent}
