@@ -68,8 +68,9 @@ interface IJobMarket {
     /// shard tasks come in groups of `stages` consecutive indices, one per stage, that run
     /// at once and exchange activations and gradients. A stage is never offered to the
     /// worker of another stage of its group; without `preferredRegion` it prefers the region
-    /// its neighbour stage's worker declares (low latency between consecutive stages), and while a stage of a group is offered or accepted
-    /// the group's running stages keep at least a compute window from then (they wait on it).
+    /// its neighbour stage's worker declares (low latency between consecutive stages), and
+    /// while a stage of a group is offered or accepted the group's running stages keep at
+    /// least a compute window from then (they wait on it).
     /// A split job draws no audits (`auditRateBps` must be 0): a stage's inputs are its
     /// siblings' results, so its results are checked by challenges in the challenge window.
     struct JobParams {

@@ -197,8 +197,9 @@ class Daemon:
     def heartbeat_if_due(self) -> None:
         """A heartbeat when the registry's last sight of us is ``heartbeat_blocks`` old. The
         registry is read only when the last value read says one may be due (other calls
-        refresh it too): an idle daemon read it on every block, a third of its pass."""
-        if self.block - self._last_seen < self.settings.heartbeat_blocks:
+        refresh it too), or when the chain is below it (a restarted devnet): an idle daemon
+        read it on every block, a third of its pass."""
+        if 0 <= self.block - self._last_seen < self.settings.heartbeat_blocks:
             return
         last = self.contracts.registry.functions.lastSeenBlock(self.address).call()
         self._last_seen = last
