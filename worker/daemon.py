@@ -40,7 +40,7 @@ from truetrain.daemon.warmup import WarmUps
 from truetrain.errors import PipelineError
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
                               publish_result, result_commitment)
-from truetrain.market.codes import encode_task_id
+from truetrain.market.codes import FLAG_STALLED, encode_task_id
 from truetrain.market.compute import ComputedResult
 from truetrain.market.faulty import WithholdingStore, corrupt_messages, faulty_result
 from truetrain.market.stage_run import publish_stage, run_stage_task
@@ -50,8 +50,6 @@ from truetrain.training.memory import offer_refusal
 log = logging.getLogger("worker")
 
 WORK, DEFEND, OPEN_GAME = "work", "defend", "open-game"
-#: TaskFlow.FLAG_STALLED: the worker of a running stage reported it blocked.
-FLAG_STALLED = 128
 #: States in which a stage task's worker serves its records to the other stages.
 STAGE_LIVE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED,
               TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED, TaskStatus.FINALIZED}

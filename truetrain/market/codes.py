@@ -32,6 +32,8 @@ class TaskStatus(IntEnum):
 #: Task.flags bits (TaskFlow): the auditor committed, revealed; the task was challenged; its
 #: audit draw was settled; an audit was drawn (another auditor is due after a timeout).
 FLAG_AUDIT_COMMITTED, FLAG_AUDIT_REVEALED, FLAG_CHALLENGED, FLAG_AUDIT_SETTLED, FLAG_AUDIT_DUE = 1, 2, 4, 8, 16
+#: Task.flags bit (TaskFlow): the worker of a running stage reported it blocked (reportStalled).
+FLAG_STALLED = 128
 
 
 def encode_task_id(job_id: int, round_index: int, index: int) -> int:
