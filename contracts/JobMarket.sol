@@ -171,8 +171,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         // No pool refresh here: the draw that offered this task refreshed the weight in
         // this task's life already, and nothing the weight depends on moved since.
         emit TaskAccepted(id, msg.sender, deadline);
-        uint8 stages = j.stages;
-        if (stages > 1 && uint32(id) < j.shards) JobBook.alignStages(_s, id, stages, deadline);
+        if (TaskFlow.isStage(j, id)) JobBook.alignStages(_s, id, j.stages, deadline);
     }
 
     /// @inheritdoc IJobMarket
@@ -293,7 +292,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         if (t.status != TaskStatus.ChallengeWindow) revert TaskNotInChallengeWindow(id);
         if (block.number <= t.deadline) revert TaskChallengeWindowOpen(id, t.deadline);
         JobRecord storage j = _s.jobs[TaskIds.jobOf(id)];
-        if (j.stages > 1 && uint32(id) < j.shards) {
+        if (TaskFlow.isStage(j, id)) {
             uint256 waiting = JobBook.stageBlocker(_s, id, j.stages);
             if (waiting != 0) revert TaskStageGroupUnsettled(id, waiting);
         }

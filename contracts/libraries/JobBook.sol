@@ -221,7 +221,7 @@ library JobBook {
         uint256 jobId = TaskIds.jobOf(id);
         JobRecord storage j = s.jobs[jobId];
         // A stage is paid with its group (TaskFlow.stageBlocker).
-        if (j.stages > 1 && uint32(id) < j.shards && TaskFlow.stageBlocker(s, id, j.stages) != 0) return false;
+        if (TaskFlow.isStage(j, id) && TaskFlow.stageBlocker(s, id, j.stages) != 0) return false;
         address worker = t.worker;
         bool audited = t.flags & TaskFlow.FLAG_AUDITOR != 0;
         // INVARIANT: a task is paid once: Finalized is terminal.

@@ -139,7 +139,7 @@ library TaskFlow {
         IWorkerPool.Requirements memory req = IWorkerPool.Requirements(
             j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
         );
-        bool staged = j.stages > 1 && uint32(id) < j.shards;
+        bool staged = isStage(j, id);
         address worker = staged ? assignStage(s, d, req, offerSeed(j, id), id, j.stages) : d.pool.assign(offerSeed(j, id), req, false);
         if (worker == address(0)) return false;
         (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
@@ -205,6 +205,12 @@ library TaskFlow {
                 others[i] = t.worker;
             }
         }
+    }
+
+    /// @dev Whether task `id` of job `j` is a stage: a shard task of a job split into stages
+    /// (the round's aggregation task never is).
+    function isStage(JobRecord storage j, uint256 id) internal view returns (bool) {
+        return j.stages > 1 && uint32(id) < j.shards;
     }
 
     /// @dev The ids of the other stages of task `id`'s group, in stage order (so the stage

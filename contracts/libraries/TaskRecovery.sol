@@ -84,7 +84,7 @@ library TaskRecovery {
         if (msg.sender != t.worker) revert IJobMarket.TaskNotWorker(id, msg.sender);
         if (block.number > t.deadline) revert IJobMarket.TaskDeadlinePassed(id, t.deadline);
         JobRecord storage j = s.jobs[TaskIds.jobOf(id)];
-        if (j.stages < 2 || uint32(id) >= j.shards || t.flags & TaskFlow.FLAG_STALLED != 0) {
+        if (!TaskFlow.isStage(j, id) || t.flags & TaskFlow.FLAG_STALLED != 0) {
             revert IJobMarket.TaskNotStage(id);
         }
         t.flags |= TaskFlow.FLAG_STALLED;
@@ -200,7 +200,7 @@ library TaskRecovery {
     function _resetGroup(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
         private
     {
-        if (j.stages < 2 || uint32(id) >= j.shards) return;
+        if (!TaskFlow.isStage(j, id)) return;
         uint256[] memory ids = TaskFlow.siblings(id, j.stages);
         for (uint256 i = 0; i < ids.length; ++i) {
             uint256 sibling = ids[i];
