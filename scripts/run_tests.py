@@ -131,10 +131,14 @@ def main(argv: list[str]) -> int:
     lanes.append(["forge test " + os.environ.get("FORGE_ARGS", "")])
     commands.append((["forge", "test", *shlex.split(os.environ.get("FORGE_ARGS", ""))],
                      {"FOUNDRY_INVARIANT_RUNS": os.environ.get("FORGE_INVARIANT_RUNS", str(FORGE_INVARIANT_RUNS))}))
+    # Eight lanes and their daemons share 2 cores: torch's OpenMP threads, spinning while they
+    # wait for work (libgomp's default), burnt 5x the CPU of the work itself (4 copies of
+    # tests/training/test_pipeline.py at once: 357 CPU-s spinning, 66 CPU-s passive).
+    base_env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     for n, (command, extra_env) in enumerate(commands):
         log, report = out / f"lane-{n}.log", out / f"lane-{n}.xml"
         with log.open("w") as sink:
-            running.append((n, subprocess.Popen(command, cwd=ROOT, env={**os.environ, **extra_env}, stdout=sink,
+            running.append((n, subprocess.Popen(command, cwd=ROOT, env={**base_env, **extra_env}, stdout=sink,
                                                 stderr=subprocess.STDOUT), log, report))
     print(f"{len(lanes)} lanes started; logs in {out}", flush=True)
     codes, cpu = {}, {}

@@ -13,8 +13,9 @@ from truetrain.chain.devnet import free_port, start_anvil
 from truetrain.chain.handles import connect_deployment
 from truetrain.demo.processes import DaemonProcess, start_daemon, wait_for_log
 from truetrain.devnet import fund_dev_accounts
-from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader
+from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader, TaskView
 from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
+from truetrain.market.views import JobView
 from truetrain.storage import StorageClient, StorageSettings, start_devnode, stop_devnode
 from truetrain.training import build_manifest, publish_dataset
 
@@ -99,14 +100,42 @@ class MarketNet:
             job_id, escrow = create_job(self.contracts, submitter, manifest, cid, terms)
         return job_id, manifest, escrow
 
-    def wait_job(self, job_id: int, timeout: float = 240.0) -> JobStatus:
+    def wait_job(self, job_id: int, timeout: float = 480.0) -> JobStatus:
+        # Generous: every task waits out its challenge window, so a 3-round digits job with
+        # 70-block windows needs 3 x 2 x 70 blocks (at most 210 s at a block per 0.5 s) however
+        # fast the machine; a CI run took the old 240 s. Only a job that is stuck waits it out.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             status = self.reader_view(job_id)
             if status != JobStatus.ACTIVE:
                 return status
             time.sleep(0.5)
-        raise AssertionError(f"job {job_id} still active after {timeout:.0f} s; logs in {self.home / 'logs'}")
+        raise AssertionError(f"job {job_id} still active after {timeout:.0f} s; logs in {self.home / 'logs'}\n"
+                             + self.diagnosis(job_id))
+
+    def diagnosis(self, job_id: int) -> str:
+        """Where a job stands (each of its tasks' latest state) and what each daemon last
+        warned of: what a failing test prints, so a CI log alone says why."""
+        w3, market = self.contracts.w3, self.contracts.market
+        job = JobView.read(market, job_id)
+        lines = [f"at block {w3.eth.block_number}: job {job.status.name}, round {job.current_round}, "
+                 f"next index {job.next_index}"]
+        seen = []
+        for entry in w3.eth.get_logs({"address": market.address, "fromBlock": 0}):
+            task = int.from_bytes(entry["topics"][1], "big") if len(entry["topics"]) > 1 else 0
+            if task >> 64 == job_id and task not in seen:
+                seen.append(task)
+        for task in seen:
+            view = TaskView.read(market, task)
+            lines.append(f"  task r{view.round} i{task & 0xFFFFFFFF}: {view.status.name} deadline {view.deadline} "
+                         f"worker {view.worker[:10]} flags {view.flags}")
+        for daemon in self.daemons:
+            text = daemon.log_text().splitlines()
+            warned = [ln for ln in text if '"level": "warning"' in ln or '"level": "error"' in ln][-4:]
+            alive = "running" if daemon.proc.poll() is None else f"exited {daemon.proc.returncode}"
+            lines.append(f"  {daemon.role}-{daemon.account} ({alive}), last: {text[-1][:300] if text else '-'}")
+            lines += [f"    {ln[:300]}" for ln in warned]
+        return "\n".join(lines)
 
     def reader_view(self, job_id: int) -> JobStatus:
         return JobStatus(self.contracts.market.functions.jobOf(job_id).call()[1])

@@ -73,7 +73,11 @@ def start_daemon(role: str, account: int, address: str, *, rpc: str, ipfs: str, 
     args = [sys.executable, "-c", ENTRY[role], *signer, "--rpc", rpc, "--ipfs", ipfs,
             "--deployments", str(deployments), "--state-dir", str(state_dir), "--log-file", str(log_path),
             "--log-format", "json", *(extra or [])]
-    environment = {**os.environ, "TRUETRAIN_HOME": str(home), "PYTHONUNBUFFERED": "1", **(env or {})}
+    # The devnet's daemons share this machine's cores: torch's OpenMP threads sleep while they
+    # wait for work instead of spinning (libgomp's default), which cost 5x the work's CPU when
+    # processes outnumbered cores. A user's own OMP_WAIT_POLICY wins.
+    environment = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "TRUETRAIN_HOME": str(home), "PYTHONUNBUFFERED": "1",
+                   **(env or {})}
     if key:
         environment["TRUETRAIN_KEY"] = key
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(logs / f"{role}-{account}.stderr", "ab"),
