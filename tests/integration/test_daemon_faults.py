@@ -57,7 +57,7 @@ def faulty_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compile
         net.start("verifier", VERIFIER, extra=["--keeper"])
         time.sleep(2)
         net.restart_node(0)  # the IPFS node goes away under every daemon and comes back
-        status = net.wait_job(job_id, timeout=300)
+        status = net.wait_job(job_id)
         yield net, job_id, escrow, status
 
 

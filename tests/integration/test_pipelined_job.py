@@ -121,7 +121,7 @@ def corrupted_job(net):
     # the waiting stage, and later the stage of the cheater's group when that group runs again.
     pool_call(net, CHEATER, join=False)
     pool_call(net, SPARE, join=True)
-    status = net.wait_job(job_id, timeout=420)
+    status = net.wait_job(job_id)
     return job_id, manifest, escrow, status
 
 
@@ -134,7 +134,7 @@ def silent_job(net, corrupted_job):
     silent.kill()  # accepted its stage, never ran it; its operator is gone (no more offers to it)
     pool_call(net, SILENT, join=False)
     pool_call(net, SPARE, join=True)  # a worker for the stage when its group runs again
-    return job_id, manifest, net.wait_job(job_id, timeout=300)
+    return job_id, manifest, net.wait_job(job_id)
 
 
 def test_corrupted_job_completes_equal_to_the_whole_model_trained_in_one_process(net, corrupted_job):

@@ -27,7 +27,7 @@ def two_at_once(tmp_path_factory, TrainToken):  # TrainToken: brownie has compil
         worker = net.start("worker", WORKER, extra=["--max-concurrent", "2", "--keeper"],
                            env={"TRUETRAIN_FAULT": "slow-compute:3"})
         job_id, _, _ = net.submit(shards=2, rounds=1, steps=40, interval=20, terms=TERMS)
-        status = net.wait_job(job_id, timeout=300)
+        status = net.wait_job(job_id)
         yield net, job_id, status, worker
 
 

@@ -50,7 +50,7 @@ def false_challenge(tmp_path_factory, TrainToken):  # TrainToken: brownie has co
         net.start("verifier", LIAR, extra=["--sample-rate", "1"], env={"TRUETRAIN_FAULT": "false-challenge"})
         net.start("worker", WORKER)
         job_id, manifest, _ = net.submit(shards=1, rounds=1, steps=STEPS, interval=INTERVAL, terms=TERMS)
-        status = net.wait_job(job_id, timeout=420)
+        status = net.wait_job(job_id)
         yield net, job_id, manifest, status
 
 
