@@ -11,11 +11,10 @@ import brownie
 import pytest
 from brownie import ZERO_ADDRESS
 from web3 import Web3
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from tests.contracts.helpers import lo
+from tests.contracts.helpers import fixed_draws, lo
 
 K = 4
 FIRST_ID = 0x1000
@@ -173,7 +172,7 @@ def test_invariant_sortition_matchesModel(sortition, deployer):
     TreeMachine.sortition, TreeMachine.deployer = sortition, deployer
     run_state_machine_as_test(
         TreeMachine,
-        settings=settings(max_examples=10, stateful_step_count=25, deadline=None, suppress_health_check=list(HealthCheck)),
+        settings=fixed_draws(max_examples=10, stateful_step_count=25),
     )
 
 

@@ -5,11 +5,11 @@ after every step (hypothesis' own RuleBasedStateMachine; brownie's state_machine
 from __future__ import annotations
 
 from brownie import chain
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from tests.contracts.conftest import STAKE, UNBONDING_DELAY_BLOCKS
+from tests.contracts.helpers import fixed_draws
 
 ACTORS = st.integers(min_value=0, max_value=2)
 AMOUNTS = st.integers(min_value=0, max_value=2 * STAKE)
@@ -111,10 +111,5 @@ def test_invariant_stakeManager_conservesTokens(token, stake_manager, funded, ma
     StakeMachine.everyone = list(funded) + [accounts[5], accounts[6]]
     run_state_machine_as_test(
         StakeMachine,
-        settings=settings(
-            max_examples=12,
-            stateful_step_count=15,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-        ),
+        settings=fixed_draws(max_examples=12, stateful_step_count=15),
     )
