@@ -126,6 +126,34 @@ def test_transact_throughProxyDroppingEveryThirdRequest_retriesAndKeepsNoncesCon
     assert sorted(tx_nonces(client, receipts)) == list(range(10))
 
 
+def test_client_asksChainIdOnce(devnet, token, fresh_account, accounts):
+    sender = fresh_account()
+    with FlakyRpcProxy(devnet.url, every=0) as proxy:
+        counted = ChainClient(proxy.url, receipt_timeout_s=20)
+        own = counted.contract("TrainToken", token.address)
+        for i in range(3):
+            counted.transact(own.functions.approve(accounts[1].address, i + 1), sender)
+            assert counted.call(own.functions.allowance(sender.address, accounts[1].address)) == i + 1
+    # web3 validates each call and transaction against the chain's id: it was asked 16 times
+    # here (a third of all requests); now once per thread that asks (web3 keys its cache so).
+    assert proxy.methods["eth_chainId"] <= 2, proxy.methods
+    assert proxy.methods["eth_call"] == 3 and proxy.methods["eth_sendRawTransaction"] == 3
+
+
+def test_client_reachesALoopbackNodeDirectly_whateverTheProxySettings(devnet, token, fresh_account, accounts,
+                                                                       monkeypatch):
+    sender = fresh_account()
+    # A proxy that does not exist: a client that read the environment's proxy settings
+    # would send every request there and fail.
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    direct = ChainClient(devnet.url, retries=1, backoff_s=0.01, receipt_timeout_s=20)
+    own = direct.contract("TrainToken", token.address)
+    direct.transact(own.functions.approve(accounts[2].address, 7), sender)
+    assert direct.call(own.functions.allowance(sender.address, accounts[2].address)) == 7
+
+
 def test_client_noNodeAtUrl_raisesRpcUnavailableAfterBoundedRetries():
     url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()

@@ -9,7 +9,9 @@ like a refused or reset connection); ``Drop.AFTER`` forwards it and then drops t
 from __future__ import annotations
 
 import enum
+import json
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
@@ -29,6 +31,7 @@ class FlakyRpcProxy:
         self.mode = mode
         self.requests = 0
         self.dropped = 0
+        self.methods: Counter[str] = Counter()  # JSON-RPC method -> requests that named it
         self._lock = threading.Lock()
         proxy = self
 
@@ -38,8 +41,13 @@ class FlakyRpcProxy:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                try:
+                    method = json.loads(body).get("method", "?")
+                except (ValueError, AttributeError):  # not JSON, or a batch
+                    method = "?"
                 with proxy._lock:
                     proxy.requests += 1
+                    proxy.methods[method] += 1
                     drop = proxy.every > 0 and proxy.requests % proxy.every == 0
                     proxy.dropped += drop
                 if drop and proxy.mode is Drop.BEFORE:
