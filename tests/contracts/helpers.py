@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 from brownie import chain
-from hypothesis import HealthCheck, settings
 from eth_account import Account
 from eth_account.messages import encode_typed_data
+from hypothesis import HealthCheck, settings
 
 from truetrain.chain.client import dev_account
 

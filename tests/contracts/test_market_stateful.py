@@ -249,7 +249,7 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
         def no_task_paid_twice(self):
             assert all(n == 1 for n in self.paid.values())
 
-    # 20 fixed examples (derandomized): 12 reached no challenge, audit or dispute at all.
+    # 20 fixed examples (derandomized): 12 reached no challenge or dispute, and no audit past its request.
     run_state_machine_as_test(Market, settings=fixed_draws(max_examples=20, stateful_step_count=50))
     # The walk's examples are fixed, so what they reach is too: the lifecycle, timeouts, a
     # cancellation, a round's end, and a challenge whose dispute is bisected, runs out its

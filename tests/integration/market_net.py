@@ -13,7 +13,7 @@ from truetrain.chain.devnet import free_port, start_anvil
 from truetrain.chain.handles import connect_deployment
 from truetrain.demo.processes import DaemonProcess, start_daemon, wait_for_log
 from truetrain.devnet import fund_dev_accounts
-from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader, TaskView
+from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader, TaskView, decode_task_id
 from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
 from truetrain.market.views import JobView
 from truetrain.storage import StorageClient, StorageSettings, start_devnode, stop_devnode
@@ -123,11 +123,11 @@ class MarketNet:
         seen = []
         for entry in w3.eth.get_logs({"address": market.address, "fromBlock": 0}):
             task = int.from_bytes(entry["topics"][1], "big") if len(entry["topics"]) > 1 else 0
-            if task >> 64 == job_id and task not in seen:
+            if decode_task_id(task)[0] == job_id and task not in seen:
                 seen.append(task)
         for task in seen:
             view = TaskView.read(market, task)
-            lines.append(f"  task r{view.round} i{task & 0xFFFFFFFF}: {view.status.name} deadline {view.deadline} "
+            lines.append(f"  task r{view.round} i{view.index}: {view.status.name} deadline {view.deadline} "
                          f"worker {view.worker[:10]} flags {view.flags}")
         for daemon in self.daemons:
             text = daemon.log_text().splitlines()
