@@ -24,7 +24,6 @@ E = 10**18
 CAPABILITY = (1, 24_576, 1_000, 3, 2)  # CPU class, 24 GiB, throughput, region 3, 2 at once
 PROFILE = ("bafyprofile", "0x" + "ab" * 32)
 ROOT, SALT, CID = b"\x11" * 32, b"\x22" * 32, "bafyresultcheckpoint"
-FUTURE_DELAY = 2  # FutureRandomness.DELAY: blocks from a request to the block whose hash settles it
 ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
 
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import sys
 
-from devstack import CID, FUTURE_DELAY, ROOT, SALT, Bench, E, audit_commitment, commitment  # sets sys.path first
+from devstack import CID, ROOT, SALT, Bench, E, audit_commitment, commitment  # sets sys.path first
 from truetrain.chain.deploy import StackParams
 from truetrain.chain.devnet import free_port, start_anvil
 from truetrain.dispute import GameView, Party, claims_for, opening_claims, vote_commitment
+from truetrain.market import JobView, TaskView
 from truetrain.training.merkle import merkle_root
 from web3 import Web3
 
@@ -84,7 +85,7 @@ def dispute_gas(b: Bench, submitter: str, challenger: str, verifiers: list[str],
         claims = [c.as_tuple() for c in claims_for(g, hashes, cids, g.turn)]
         rows.append((f"move {moves} ({len(claims)} claims)", b.send(b.game.functions.move(game_id, claims), mover)))
     # The committee is drawn from the hash of a block after the bisection's end (the ticket).
-    b.mine(FUTURE_DELAY)
+    b.mine_past(GameView.read(b.game, game_id).deadline)
     rows.append(("drawReferees", b.send(b.game.functions.drawReferees(game_id), submitter)))
     seated = [seat[0] for seat in b.game.functions.committeeOf(game_id).call()]
     salt = b"\x33" * 32
@@ -104,7 +105,8 @@ def audited_task_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
     task, worker, draw_gas = b.draw(job_id, submitter)
     rows = [("drawTask", draw_gas), ("acceptTask", b.send(b.market.functions.acceptTask(task), worker)),
             ("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker))]
-    b.mine(FUTURE_DELAY)
+    committed = TaskView.read(b.market, task)
+    b.mine_past(committed.deadline - JobView.read(b.market, job_id).reveal_window)  # the audit ticket
     rows.append(("settleAudit (auditor drawn)", b.send(b.market.functions.settleAudit(task), submitter)))
     auditor = b.market.functions.taskOf(task).call()[4]
     sealed = audit_commitment(auditor, ROOT)

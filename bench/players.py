@@ -113,7 +113,7 @@ class Players:
     def play(self, game_id: int, probe: bool = False) -> dict:
         """Both parties bisect by their own traces, the keeper draws the committee, the
         referees vote, the keeper resolves; returns DisputeSettled's arguments. ``probe``:
-        first try the draw at three blocks of the ticket's window (state reverted each time)
+        first try the draw at three blocks of the ticket's settle window (state reverted each time)
         and record whether any would have seated another committee."""
         while (view := GameView.read(self.b.game, game_id)).status == GameStatus.BISECTING:
             mover, root = ((view.worker, view.worker_root) if view.turn == Party.WORKER
@@ -123,7 +123,7 @@ class Players:
             self.b.send(self.g.move(game_id, claims), mover)
         self.b.mine_past(view.deadline)
         if probe:
-            self.cast.steerable_draws.append(len({self._probe_committee(game_id, wait) for wait in (0, 7, 60)}) > 1)
+            self.cast.steerable_draws.append(len({self._probe_committee(game_id, wait) for wait in (0, 7, 40)}) > 1)
         self.b.send(self.g.drawReferees(game_id), self.cast.keeper)
         self._vote(game_id, GameView.read(self.b.game, game_id))
         receipt = self.b.receipt(self.g.resolve(game_id), self.cast.keeper)

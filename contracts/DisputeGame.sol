@@ -125,7 +125,7 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
             _openReveals(g, gameId);
         } else if (g.status == GameStatus.AwaitingReferees) {
             // Nobody drew the committee while the ticket's hash was readable.
-            uint64 lapsesAt = g.deadline + FutureRandomness.WINDOW;
+            uint64 lapsesAt = FutureRandomness.lastBlock(g.deadline);
             if (block.number <= lapsesAt) revert DisputeDeadlineNotPassed(gameId, lapsesAt);
             g.committee += 1;
             _committeeFailed(g, gameId);
@@ -165,10 +165,9 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
             _seats[gameId][_key(committee, i)].referee = drawn[i];
             // A referee's stake at risk is locked until the vote is judged.
             stakeManager.lockCollateral(drawn[i], refereeStake);
-            // Its draw weight follows the stake it has left free, so the next committee's draw
-            // needs no rejection for it (a weight left too high would make a small pool's
-            // committees depend on luck). Unlocks are not reported: a weight left too low
-            // only costs the member itself, until its next refresh.
+            // Its draw weight follows the stake it has left free (once the verifier weights are
+            // no longer held for a pending draw: WorkerPool.holdDraws). Unlocks are not
+            // reported: a weight left too low only costs the member itself, until its next refresh.
             pool.stakeChanged(drawn[i]);
         }
         uint64 deadline = uint64(block.number) + commitWindow;
@@ -427,6 +426,7 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         g.seats = 0;
         g.deadline = ticket;
         emit RefereesRequested(gameId, ticket);
+        pool.holdDraws(ticket);
     }
 
     /// @dev Committee `g.committee` could not judge (nobody eligible, nobody revealed, or the

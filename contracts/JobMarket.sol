@@ -189,6 +189,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
             uint64 ticket = FutureRandomness.ticket();
             deadline = ticket + j.revealWindow;
             emit AuditRequested(id, ticket);
+            pool.holdDraws(ticket);
         }
         t.result = commitment;
         t.status = TaskStatus.Committed;
@@ -202,6 +203,17 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         JobRecord storage j = _s.jobs[TaskIds.jobOf(id)];
         if (!_auditUnsettled(t, j)) revert TaskAuditNotDue(id);
         _beforeDeadline(t, id);
+        uint64 ticket = t.deadline - j.revealWindow;
+        if (FutureRandomness.lapsed(ticket)) {
+            // Nobody settled the draw in its epoch: it counts as drawn (the worker, who could
+            // have settled it, gains nothing by waiting), and its auditor comes from a new ticket.
+            ticket = FutureRandomness.ticket();
+            t.flags |= FLAG_AUDIT_DUE;
+            t.deadline = ticket + j.revealWindow;
+            emit AuditRequested(id, ticket);
+            pool.holdDraws(ticket);
+            return;
+        }
         (bool audited, bytes32 random) = _auditDraw(t, j, id);
         t.flags |= FLAG_AUDIT_SETTLED;
         if (!audited) {

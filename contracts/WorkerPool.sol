@@ -6,6 +6,7 @@ import {IWorkerPool} from "./interfaces/IWorkerPool.sol";
 import {IIdentityRegistry, ROLE_WORKER, ROLE_VERIFIER} from "./interfaces/IIdentityRegistry.sol";
 import {IStakeManager, IStakeListener} from "./interfaces/IStakeManager.sol";
 import {SortitionSumTree} from "./libraries/SortitionSumTree.sol";
+import {FutureRandomness} from "./libraries/FutureRandomness.sol";
 
 /// @title WorkerPool
 /// @notice The market's scheduler: two sortition sum trees (workers, verifiers) and the
@@ -16,7 +17,9 @@ contract WorkerPool is AccessControl, IWorkerPool {
     /// @inheritdoc IWorkerPool
     bytes32 public constant MARKET_ROLE = keccak256("MARKET_ROLE");
     /// @inheritdoc IWorkerPool
-    uint256 public constant MAX_DRAW_ATTEMPTS = 8;
+    bytes32 public constant DRAW_ROLE = keccak256("DRAW_ROLE");
+    /// @inheritdoc IWorkerPool
+    uint256 public constant MAX_DRAW_ATTEMPTS = 16;
     /// @inheritdoc IWorkerPool
     uint256 public constant COMMITTEE_DRAWS_PER_SEAT = 4;
     /// @notice Largest weight one member gets (stake × reputation is clamped to it).
@@ -32,6 +35,9 @@ contract WorkerPool is AccessControl, IWorkerPool {
     SortitionSumTree.Tree private _workers;
     SortitionSumTree.Tree private _verifiers;
     mapping(address account => Member) private _members;
+    /// @dev The earliest ticket requested in each epoch: from the block after it to the
+    /// epoch's end, the verifier tree is held (see holdDraws).
+    mapping(uint256 epoch => uint64 ticket) private _firstHeld;
 
     /// @param registry_ the IdentityRegistry (roles, capability, liveness, reputation)
     /// @param stakeManager_ the StakeManager (free stake, collateral locks; grant this pool MARKET_ROLE there)
@@ -80,13 +86,34 @@ contract WorkerPool is AccessControl, IWorkerPool {
     }
 
     /// @inheritdoc IWorkerPool
+    function holdDraws(uint64 ticket) external onlyRole(DRAW_ROLE) {
+        uint256 epoch = FutureRandomness.epochOf(ticket);
+        uint64 held = _firstHeld[epoch];
+        if (held != 0 && held <= ticket) return;
+        _firstHeld[epoch] = ticket;
+        emit DrawsHeld(epoch, ticket);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function verifiersHeld() public view returns (bool) {
+        uint64 held = _firstHeld[FutureRandomness.epochOf(block.number)];
+        return held != 0 && held < block.number;
+    }
+
+    /// @inheritdoc IWorkerPool
     function assign(bytes32 seed, Requirements calldata req, bool verifier)
         external
         onlyRole(MARKET_ROLE)
         returns (address member)
     {
         uint256 limit;
-        (member, limit) = _pick(seed, req, verifier);
+        address[] memory stale;
+        (member, limit, stale) = _pick(seed, req, verifier);
+        // Members the draw passed over as stale (no heartbeat within the liveness window) leave
+        // the tree now, so they stop taking attempts from later draws.
+        for (uint256 i = 0; i < stale.length; ++i) {
+            _refresh(stale[i], false);
+        }
         if (member == address(0)) return address(0);
 
         Member storage m = _members[member];
@@ -102,7 +129,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
 
     /// @inheritdoc IWorkerPool
     function sample(bytes32 seed, Requirements calldata req, bool verifier) external view returns (address member) {
-        (member,) = _pick(seed, req, verifier);
+        (member,,) = _pick(seed, req, verifier);
     }
 
     /// @inheritdoc IWorkerPool
@@ -118,9 +145,9 @@ contract WorkerPool is AccessControl, IWorkerPool {
         Drawn memory drawn = Drawn(_verifiers.total(), 0, new uint256[](attempts), new uint256[](attempts), 0);
         uint256 found;
         for (uint256 i = 0; i < attempts && found < size && drawn.removed < drawn.total; ++i) {
-            uint256 random = uint256(keccak256(abi.encode(seed, i)));
-            (address candidate, uint256 stored) = _drawExcluding(drawn, random);
-            if (candidate != alsoExclude && _kept(candidate, stored, random, req)) seated[found++] = candidate;
+            (address candidate,) = _drawExcluding(_verifiers, drawn, uint256(keccak256(abi.encode(seed, i))));
+            if (candidate == alsoExclude) continue;
+            if (_eligible(candidate, req, true).ok) seated[found++] = candidate;
         }
         assembly ("memory-safe") {
             mstore(seated, found)
@@ -139,7 +166,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
 
     /// @inheritdoc IWorkerPool
     function isEligible(address account, Requirements calldata req, bool verifier) external view returns (bool ok) {
-        (ok,,,) = _eligible(account, req, verifier);
+        ok = _eligible(account, req, verifier).ok;
     }
 
     /// @inheritdoc IWorkerPool
@@ -201,54 +228,53 @@ contract WorkerPool is AccessControl, IWorkerPool {
         if (trees & ROLE_VERIFIER != 0) {
             uint256 v = roles & ROLE_VERIFIER != 0 ? base : 0;
             if (_verifiers.weightOf(account) != v) {
-                _verifiers.set(account, v);
-                emit WeightUpdated(account, true, v);
+                // INVARIANT: no verifier weight moves between a draw's ticket and its settlement.
+                if (verifiersHeld()) {
+                    emit VerifierWeightDeferred(account, v);
+                } else {
+                    _verifiers.set(account, v);
+                    emit WeightUpdated(account, true, v);
+                }
             }
         }
     }
 
-    /// @dev Bounded rejection sampling (see IWorkerPool): every attempt is a fresh random
-    /// from the seed. A candidate whose tree weight is above its weight now (free stake ×
-    /// reputation, after locks made since its last refresh) is kept only with probability
-    /// now / tree, so each member is drawn in proportion to the stake it has free to lose at
-    /// the moment of the draw. Returns the member and its concurrency limit, or address(0).
+    /// @dev A draw without replacement (see IWorkerPool): up to MAX_DRAW_ATTEMPTS candidates,
+    /// each drawn from the tree with the intervals of those drawn before it left out, so an
+    /// excluded, ineligible or rejected member is taken out of the draw, never retried, and
+    /// nobody's choice to be eligible or not moves the draw of anyone else. A worker whose tree
+    /// weight is above its weight now (locks since its last refresh) is kept only with
+    /// probability now / tree; verifier draws follow the held tree weights as they are (they
+    /// are drawn from weights fixed before their ticket, WorkerPool.holdDraws). Returns the
+    /// member and its concurrency limit, or address(0), and the stale candidates passed over.
     function _pick(bytes32 seed, Requirements calldata req, bool verifier)
         private
         view
-        returns (address member, uint256 limit)
+        returns (address member, uint256 limit, address[] memory stale)
     {
         SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
-        address fallbackMember;
-        uint256 fallbackLimit;
-        for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS; ++i) {
-            if (tree.total() == 0) break;
+        stale = new address[](MAX_DRAW_ATTEMPTS);
+        uint256 staleCount;
+        Drawn memory drawn =
+            Drawn(tree.total(), 0, new uint256[](MAX_DRAW_ATTEMPTS), new uint256[](MAX_DRAW_ATTEMPTS), 0);
+        for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS && drawn.removed < drawn.total; ++i) {
             uint256 random = uint256(keccak256(abi.encode(seed, i)));
-            (address candidate, uint256 candidateLimit, uint16 region) = _candidate(tree, random, req, verifier);
-            if (candidateLimit == 0) continue;
+            (address candidate, uint256 stored) = _drawExcluding(tree, drawn, random);
+            Candidate memory c = _eligible(candidate, req, verifier);
+            if (c.stale) stale[staleCount++] = candidate;
+            if (!c.ok) continue;
+            // INVARIANT: worker draws follow the weight now, never a stale (higher) tree weight.
+            if (!verifier && c.weight < stored && uint256(keccak256(abi.encode(random))) % stored >= c.weight) continue;
             // Outside the preferred region: take it now only with probability 1 / regionBoost.
-            if (req.preferredRegion == 0 || region == req.preferredRegion || (random >> 128) % regionBoost == 0) {
-                return (candidate, candidateLimit);
+            if (req.preferredRegion == 0 || c.region == req.preferredRegion || (random >> 128) % regionBoost == 0) {
+                (member, limit) = (candidate, c.limit);
+                break;
             }
-            if (fallbackMember == address(0)) (fallbackMember, fallbackLimit) = (candidate, candidateLimit);
+            if (member == address(0)) (member, limit) = (candidate, c.limit);
         }
-        return (fallbackMember, fallbackLimit);
-    }
-
-    /// @dev The member `random` draws, with its concurrency limit and region, or a limit of 0
-    /// when it is not taken: not eligible now, or, when its tree weight is stale (higher),
-    /// not kept in the rejection step (probability weight now / tree weight).
-    function _candidate(SortitionSumTree.Tree storage tree, uint256 random, Requirements calldata req, bool verifier)
-        private
-        view
-        returns (address candidate, uint256 limit, uint16 region)
-    {
-        uint256 stored;
-        (candidate, stored) = tree.drawWithWeight(random);
-        bool ok;
-        uint256 weight;
-        (ok, region, limit, weight) = _eligible(candidate, req, verifier);
-        // INVARIANT: draws follow the weight now, never a stale (higher) tree weight.
-        if (!ok || (weight < stored && uint256(keccak256(abi.encode(random))) % stored >= weight)) limit = 0;
+        assembly ("memory-safe") {
+            mstore(stale, staleCount)
+        }
     }
 
     /// @dev The verifier tree intervals a committee draw has taken so far, sorted by start.
@@ -260,16 +286,20 @@ contract WorkerPool is AccessControl, IWorkerPool {
         uint256 count;
     }
 
-    /// @dev Draw from the verifier tree with the intervals in `d` left out (so no member is
-    /// drawn twice), and leave the drawn member's interval out from now on.
-    function _drawExcluding(Drawn memory d, uint256 random) private view returns (address candidate, uint256 stored) {
+    /// @dev Draw from `tree` with the intervals in `d` left out (so no member is drawn twice),
+    /// and leave the drawn member's interval out from now on.
+    function _drawExcluding(SortitionSumTree.Tree storage tree, Drawn memory d, uint256 random)
+        private
+        view
+        returns (address candidate, uint256 stored)
+    {
         uint256 target = random % (d.total - d.removed);
         uint256 at = 0;
         for (; at < d.count && target >= d.starts[at]; ++at) {
             target += d.widths[at];
         }
         uint256 start;
-        (candidate, stored, start) = _verifiers.drawAt(target);
+        (candidate, stored, start) = tree.drawAt(target);
         for (uint256 k = d.count; k > at; --k) {
             (d.starts[k], d.widths[k]) = (d.starts[k - 1], d.widths[k - 1]);
         }
@@ -278,37 +308,39 @@ contract WorkerPool is AccessControl, IWorkerPool {
         d.removed += stored;
     }
 
-    /// @dev Whether a verifier drawn for a committee with tree weight `stored` is seated:
-    /// eligible now, and, as in every draw, kept with probability weight now / tree weight
-    /// when the tree weight is stale (higher).
-    function _kept(address candidate, uint256 stored, uint256 random, Requirements calldata req)
-        private
-        view
-        returns (bool)
-    {
-        (bool ok,,, uint256 weight) = _eligible(candidate, req, true);
-        return ok && (weight >= stored || uint256(keccak256(abi.encode(random))) % stored < weight);
+    /// @dev What a draw learns of a candidate: whether it may be drawn now, whether it is in
+    /// the pool but stale (no heartbeat within the liveness window), its region, concurrency
+    /// limit and weight now.
+    struct Candidate {
+        bool ok;
+        bool stale;
+        uint16 region;
+        uint256 limit;
+        uint256 weight;
     }
 
-    /// @dev Whether `account` may be drawn now, with its region, concurrency limit and weight now.
+    /// @dev `account` as a candidate for `req` now.
     function _eligible(address account, Requirements calldata req, bool verifier)
         private
         view
-        returns (bool, uint16, uint256, uint256)
+        returns (Candidate memory c)
     {
         Member memory m = _members[account];
-        if (!m.joined || account == req.exclude) return (false, 0, 0, 0);
+        if (!m.joined || account == req.exclude) return c;
         (uint8 roles, uint64 lastSeen, uint32 reputation, IIdentityRegistry.Capability memory cap) =
             registry.poolViewOf(account);
-        if (roles & (verifier ? ROLE_VERIFIER : ROLE_WORKER) == 0) return (false, 0, 0, 0);
-        if (lastSeen + livenessWindow < block.number) return (false, 0, 0, 0);
-        if (cap.deviceClass < req.deviceClass || cap.memoryMiB < req.memoryMiB) return (false, 0, 0, 0);
-        if ((req.minFetchKiBps | req.maxRpcRttMs) != 0 && !_meetsNetwork(account, req)) return (false, 0, 0, 0);
-        uint256 limit = _limit(cap.maxConcurrent);
-        if (m.active >= limit) return (false, 0, 0, 0);
+        if (roles & (verifier ? ROLE_VERIFIER : ROLE_WORKER) == 0) return c;
+        if (lastSeen + livenessWindow < block.number) {
+            c.stale = true;
+            return c;
+        }
+        if (cap.deviceClass < req.deviceClass || cap.memoryMiB < req.memoryMiB) return c;
+        if ((req.minFetchKiBps | req.maxRpcRttMs) != 0 && !_meetsNetwork(account, req)) return c;
+        c.limit = _limit(cap.maxConcurrent);
+        if (m.active >= c.limit) return c;
         uint256 free = stakeManager.freeStake(account);
-        if (free < req.collateral) return (false, 0, 0, 0);
-        return (true, cap.region, limit, _weight(free, reputation));
+        if (free < req.collateral) return c;
+        (c.ok, c.region, c.weight) = (true, cap.region, _weight(free, reputation));
     }
 
     /// @dev Whether `account`'s declared network figures meet the job's network terms: measured

@@ -417,9 +417,11 @@ interface IJobMarket {
 
     /// @notice Permissionless from the ticket's next block until the reveal deadline: settle
     /// the task's audit draw. No audit: the worker reveals (its reveal settles the draw by
-    /// itself as well). An audit: an auditor is drawn from the verifiers (`AuditorDrawn`), or
-    /// the audit is waived when none is eligible. Reverts `TaskAuditNotDue`,
-    /// `TaskDeadlinePassed`, `RandomnessUnavailable`.
+    /// itself as well). An audit: an auditor is drawn from the verifiers by the weights held
+    /// since the ticket, the worker taken out of the draw (`AuditorDrawn`), or the audit is
+    /// waived when no verifier is eligible. A draw nobody settled inside its ticket's epoch
+    /// counts as drawn: its auditor is asked for from a new ticket (`AuditRequested`). Reverts
+    /// `TaskAuditNotDue`, `TaskDeadlinePassed`, `RandomnessUnavailable`.
     function settleAudit(uint256 taskId) external;
 
     /// @notice The auditor commits `keccak256(abi.encode(root, salt, auditor))` before its deadline.

@@ -12,25 +12,36 @@ import {IStakeListener} from "./IStakeManager.sol";
 /// (`stakeChanged`), the dispute game its referees' locks, and the pool refreshes a member
 /// when a task of it ends; anyone may `refresh(account)`.
 ///
-/// A draw (`assign`, market only) is rejection sampling: up to `MAX_DRAW_ATTEMPTS`
+/// A draw (`assign`, market only) is made *without replacement*: up to `MAX_DRAW_ATTEMPTS`
 /// candidates are drawn from the tree, each with a fresh random derived from the caller's
-/// seed, and the first one that is eligible for the job *right now* (role, device class ≥,
-/// memory ≥, network figures meeting the job's terms, free stake ≥ collateral, heartbeat
-/// within the liveness window, under `maxConcurrent`, not the excluded account) is taken.
-/// Network terms (`minFetchKiBps`, `maxRpcRttMs`; 0 = none): when either is set, a candidate
-/// counts only with figures declared in the registry that were measured within the liveness
-/// window (not older than `livenessWindow` blocks) and, if it ever timed out, measured at
-/// least `livenessWindow` blocks after its last timeout (the cool-down); then fetch ≥ the
-/// minimum and round-trip ≤ the maximum. A member that never declared figures never meets
-/// network terms. A candidate whose tree weight is
-/// above its weight now (a lock since its last refresh) is kept only with probability
-/// now / tree, so every draw follows the stake free to lose at that moment. Region boost: a
-/// candidate outside the job's preferred region (0 = no preference) is taken at once only
-/// with probability `1 / regionBoost`; otherwise sampling goes on, and the first eligible
-/// non-preferred candidate is used if no preferred one turns up within the attempts. The
-/// chosen member's collateral is locked in the StakeManager and its active-task count goes
-/// up; `release` undoes both when the task ends for that member. Committees are drawn by
+/// seed and with the intervals of the candidates drawn before it left out, and the first one
+/// that is eligible for the job *right now* (role, device class ≥, memory ≥, network figures
+/// meeting the job's terms, free stake ≥ collateral, heartbeat within the liveness window,
+/// under `maxConcurrent`, not the excluded account) is taken. An excluded or ineligible
+/// member is taken out of the draw, never retried: whether a member is eligible changes only
+/// whether *it* is taken, never whom the draw reaches next. Stale candidates the draw passed
+/// over leave the tree when it assigns. Network terms (`minFetchKiBps`, `maxRpcRttMs`;
+/// 0 = none): when either is set, a candidate counts only with figures declared in the
+/// registry that were measured within the liveness window (not older than `livenessWindow`
+/// blocks) and, if it ever timed out, measured at least `livenessWindow` blocks after its last
+/// timeout (the cool-down); then fetch ≥ the minimum and round-trip ≤ the maximum. A member
+/// that never declared figures never meets network terms. A worker candidate whose tree
+/// weight is above its weight now (a lock since its last refresh) is kept only with
+/// probability now / tree, so worker draws follow the stake free to lose at that moment.
+/// Region boost: a candidate outside the job's preferred region (0 = no preference) is taken
+/// at once only with probability `1 / regionBoost`; otherwise sampling goes on, and the first
+/// eligible non-preferred candidate is used if no preferred one turns up within the attempts.
+/// The chosen member's collateral is locked in the StakeManager and its active-task count
+/// goes up; `release` undoes both when the task ends for that member. Committees are drawn by
 /// `drawCommittee`, without replacement.
+///
+/// Verifier draws (audits, referees) are settled from a future block hash (FutureRandomness)
+/// and must see weights fixed before that hash existed: the market and the dispute game
+/// `holdDraws(ticket)` when they request one, and from the block after the epoch's first held
+/// ticket to the end of that epoch no verifier weight changes (a change is announced by
+/// `VerifierWeightDeferred` and made by the next `refresh` after the hold). Verifier draws use
+/// the tree weights as held, with no rejection step: a verifier whose stake moved after the
+/// hold is drawn by its held weight and seated only if it is still eligible.
 interface IWorkerPool is IStakeListener {
     /// @notice What a task needs from the member drawn for it.
     /// @param deviceClass minimum device class (numeric compare)
@@ -78,6 +89,12 @@ interface IWorkerPool is IStakeListener {
     /// @notice `account`'s weight in the worker (`verifier == false`) or verifier tree is
     /// now `weight` (0 = out of the tree).
     event WeightUpdated(address indexed account, bool indexed verifier, uint256 weight);
+    /// @notice Verifier draws of `epoch` were requested from ticket `ticket` on: from the block
+    /// after it to the epoch's last block, verifier weights stay as they are.
+    event DrawsHeld(uint256 indexed epoch, uint64 ticket);
+    /// @notice `account`'s verifier weight should now be `weight`, but the verifier tree is
+    /// held for a pending draw: a `refresh(account)` after the hold sets it.
+    event VerifierWeightDeferred(address indexed account, uint256 weight);
     /// @notice `account` was drawn (as a worker, or as an auditor when `verifier`), its
     /// collateral locked; `active` is its new active-task count.
     event MemberAssigned(address indexed account, bool indexed verifier, uint256 collateral, uint16 active);
@@ -95,6 +112,14 @@ interface IWorkerPool is IStakeListener {
     /// @notice Recompute `account`'s weights from the registry and the StakeManager
     /// (permissionless; a stale or unstaked member drops out of the trees).
     function refresh(address account) external;
+
+    /// @notice DRAW_ROLE only (the market and the dispute game). A verifier draw was requested
+    /// from `ticket`: hold the verifier weights from the block after it to the end of its
+    /// epoch (the earliest ticket of an epoch counts). Emits `DrawsHeld` when it moves the hold.
+    function holdDraws(uint64 ticket) external;
+
+    /// @notice Whether verifier weights are held in this block (changes are deferred).
+    function verifiersHeld() external view returns (bool);
 
     /// @notice MARKET_ROLE only. Draw a member eligible for `req` from the worker tree
     /// (`verifier == false`) or the verifier tree, lock `req.collateral` of its stake and
@@ -153,4 +178,7 @@ interface IWorkerPool is IStakeListener {
 
     /// @notice The role the market holds to call `assign` and `release`.
     function MARKET_ROLE() external view returns (bytes32);
+
+    /// @notice The role the market and the dispute game hold to call `holdDraws`.
+    function DRAW_ROLE() external view returns (bytes32);
 }

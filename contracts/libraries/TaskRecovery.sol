@@ -39,6 +39,7 @@ library TaskRecovery {
             t.flags = TaskFlow.FLAG_AUDIT_DUE;
             t.deadline = ticket + j.revealWindow;
             emit IJobMarket.AuditRequested(id, ticket);
+            d.pool.holdDraws(ticket);
         } else if (st == IJobMarket.TaskStatus.Revealed) {
             // The auditor committed and then stayed silent (it may have seen the worker's root
             // differ from its own): silence costs it what losing the audit's game would.

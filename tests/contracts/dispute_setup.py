@@ -65,6 +65,7 @@ def deploy_game(DisputeGame, job_market, pool, stake_manager, registry, deployer
     )
     stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
     registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})
+    pool.grantRole(pool.DRAW_ROLE(), contract, {"from": deployer})
     job_market.wireDisputeGame(contract, {"from": deployer})
     return contract
 

@@ -13,13 +13,15 @@ from brownie import accounts, chain, web3
 from eth_abi import encode
 
 from tests.contracts.conftest import MARKET_ROLE, PROFILE_CID, PROFILE_HASH, RECORDER_ROLE, role_id
+from truetrain.market.randomness import EPOCH, last_block, ticket_for
 
 __all__ = [
     "ROLE_WORKER", "ROLE_VERIFIER", "ROLE_SUBMITTER", "E", "STAKE_AMOUNT", "LIVENESS", "REGION_BOOST",
     "TIMEOUT_PENALTY_BPS", "AUDITOR_COLLATERAL", "AUDITOR_PENALTY", "DISPUTE_ROLE", "CAP", "TS",
     "job_params", "commitment", "audit_commitment", "register", "stake", "deploy_pool", "deploy_market",
     "pool", "job_market", "submitter", "w1", "w2", "v1", "v2", "crew", "new_job", "run_task", "ROOT", "CID", "SALT",
-    "market_isolation", "ACCEPT_PENALTY_BPS", "FUTURE", "settle_audit", "mine_past",
+    "market_isolation", "ACCEPT_PENALTY_BPS", "FUTURE", "settle_audit", "mine_past", "ticket_for", "last_block",
+    "mine_past_ticket", "refresh_after_hold",
 ]
 
 ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
@@ -29,7 +31,8 @@ LIVENESS = 1_000
 REGION_BOOST = 4
 TIMEOUT_PENALTY_BPS = 1_000
 ACCEPT_PENALTY_BPS = 100
-#: FutureRandomness.DELAY: a draw requested in block N is settled from the hash of block N + FUTURE.
+#: FutureRandomness.DELAY: a draw requested in block N is settled from the hash of block
+#: N + FUTURE at the earliest (``ticket_for`` gives the ticket FutureRandomness picks).
 FUTURE = 2
 AUDITOR_COLLATERAL = 50 * E
 AUDITOR_PENALTY = 5 * E
@@ -124,6 +127,7 @@ def deploy_market(JobMarket, token, registry, stake_manager, pool, deployer):
     stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
     registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})
     pool.grantRole(pool.MARKET_ROLE(), contract, {"from": deployer})
+    pool.grantRole(pool.DRAW_ROLE(), contract, {"from": deployer})
     contract.wireDisputeGame(deployer, {"from": deployer})
     return contract
 
@@ -197,6 +201,20 @@ def mine_past(block: int) -> None:
     """Mine until the chain is past ``block`` (a draw's ticket can be read from block + 1)."""
     if chain.height <= block:
         chain.mine(block + 1 - chain.height)
+
+
+def refresh_after_hold(pool, *members) -> None:
+    """Mine to the next epoch's first block if verifier weights are held (WorkerPool.holdDraws:
+    a draw is pending), then refresh ``members``, whose verifier weights a hold deferred."""
+    if pool.verifiersHeld():
+        chain.mine(EPOCH - chain.height % EPOCH)
+    for member in members:
+        pool.refresh(member, {"from": accounts[0]})
+
+
+def mine_past_ticket(job_market, tid) -> None:
+    """Mine past the audit ticket of committed task ``tid`` (its reveal deadline minus the window)."""
+    mine_past(job_market.taskOf(tid)[2] - job_market.jobOf(tid >> 64).dict()["revealWindow"])
 
 
 def settle_audit(job_market, tid, sender=None):

@@ -83,7 +83,7 @@ def test_auditorMissingItsCommit_isRedrawnFromTheFuture(job_market, stake_manage
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["penalty"] == AUDITOR_PENALTY
     ticket = tx.events["AuditRequested"]["ticket"]
-    assert ticket == tx.block_number + FUTURE
+    assert ticket == ticket_for(tx.block_number)
     with brownie.reverts(f"TaskAuditPending: {tid}"):
         mine_past(ticket)
         job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
@@ -114,12 +114,12 @@ def test_refereeDrawLapsed_countsAsAFailedCommittee(game, job_market, submitter,
     gid, _ = challenge_task(game, tid, challenger, HONEST)
     play(game, gid, CHEAT, HONEST)
     ticket = view(game, gid).deadline
-    with brownie.reverts(f"DisputeDeadlineNotPassed: {gid}, {ticket + 256}"):
+    with brownie.reverts(f"DisputeDeadlineNotPassed: {gid}, {last_block(ticket)}"):
         game.timeout(gid, {"from": submitter})
     chain.mine(ticket + 257 - chain.height)
     tx = game.timeout(gid, {"from": submitter})
     assert tx.events["CommitteeFailed"]["committee"] == 1
-    assert tx.events["RefereesRequested"]["ticket"] == tx.block_number + FUTURE
+    assert tx.events["RefereesRequested"]["ticket"] == ticket_for(tx.block_number)
 
 
 def test_colludingAuditor_matchingAWrongRoot_losesItsCollateralToTheChallenger(game, job_market, stake_manager,

@@ -52,13 +52,14 @@ def test_drawReferees_whileBisecting_reverts(game, job_market, submitter, w1, ch
 
 def test_drawReferees_noEligibleVerifier_failsThatCommittee_thenSeatsAnOddCommittee(game, job_market, pool, submitter, w1, v1, challenger, referees):
     _, _, gid = _bisected(game, job_market, submitter, w1, challenger)
+    mine_past(view(game, gid).deadline)  # the ticket's hash exists: verifier weights are held
     for r in referees + [v1]:
         pool.leavePool({"from": r})
     tx = draw_referees(game, gid, challenger)
     # No eligible verifier: that committee fails (an exit, not a wait) and another is asked
     # for, from the hash of a later block.
     assert tx.events["CommitteeFailed"]["committee"] == 1
-    assert tx.events["RefereesRequested"]["ticket"] == tx.block_number + FUTURE
+    assert tx.events["RefereesRequested"]["ticket"] == ticket_for(tx.block_number)
     assert view(game, gid).status == GS.AWAITING_REFEREES
     pool.joinPool({"from": referees[0]})
     pool.joinPool({"from": referees[1]})

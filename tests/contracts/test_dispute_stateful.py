@@ -71,7 +71,7 @@ def test_invariant_disputes_tokensConserved(job_market, game, token, stake_manag
             self._tx(job_market.acceptTask, tid, {"from": worker})
             self._tx(job_market.commitResult, tid, commitment(root, CID, SALT, worker), {"from": worker})
             if audit:  # the audit draw settles from a later block's hash
-                chain.mine(FUTURE + 1)
+                mine_past_ticket(job_market, tid)
                 self._tx(job_market.settleAudit, tid, {"from": submitter})
             auditor = job_market.taskOf(tid)[4]
             if int(auditor, 16):

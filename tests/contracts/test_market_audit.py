@@ -14,8 +14,8 @@ def _committed(job_market, submitter, w1):
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     tx = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
-    assert tx.events["AuditRequested"]["ticket"] == tx.block_number + FUTURE
-    mine_past(tx.block_number + FUTURE)
+    assert tx.events["AuditRequested"]["ticket"] == ticket_for(tx.block_number)
+    mine_past(ticket_for(tx.block_number))
     return job_id, tid, job_market.settleAudit(tid, {"from": submitter})
 
 
@@ -25,7 +25,7 @@ def test_commit_withAuditRate_requestsTheDraw_settleDrawsAuditorAndLocksItsColla
     job_market.acceptTask(early, {"from": w1})
     tx = job_market.commitResult(early, commitment(ROOT, CID, SALT, w1), {"from": w1})
     assert "AuditorDrawn" not in tx.events and job_market.taskOf(early)[4] == "0x" + "00" * 20
-    with brownie.reverts(f"RandomnessUnavailable: {tx.block_number + FUTURE}"):
+    with brownie.reverts(f"RandomnessUnavailable: {ticket_for(tx.block_number)}"):
         job_market.settleAudit(early, {"from": submitter})
     _, tid, tx = _committed(job_market, submitter, w1)
     assert tx.events["AuditorDrawn"]["auditor"] == v1

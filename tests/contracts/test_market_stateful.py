@@ -198,7 +198,7 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
                 self.audit_commit(i, honest)
             elif status == TS.COMMITTED and not int(auditor, 16) and not flags & 8 and (
                     flags & 16 or job_market.jobOf(tid >> 64).dict()["auditRateBps"]):
-                chain.mine(FUTURE + 1)  # the audit draw settles from a later block's hash
+                mine_past_ticket(job_market, tid)  # the audit draw settles from a later block's hash
                 if self._tx(job_market.settleAudit, tid, {"from": submitter}) is None:
                     self.reveal(i)
             elif status == TS.COMMITTED:

@@ -85,11 +85,12 @@ def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_m
     job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
     assert settle_audit(job_market, tid) == v1
     pool.leavePool({"from": v1})
-    pool.joinPool({"from": v2})
-    chain.mine(21)
+    joined = pool.joinPool({"from": v2})
+    assert joined.events["VerifierWeightDeferred"]["account"] == v2  # the draw's weights are held
+    refresh_after_hold(pool, v2)  # past the auditor's deadline too
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["account"] == v1 and tx.events["TaskTimedOut"]["penalty"] == AUDITOR_PENALTY
-    assert tx.events["AuditRequested"]["ticket"] == tx.block_number + FUTURE
+    assert tx.events["AuditRequested"]["ticket"] == ticket_for(tx.block_number)
     assert settle_audit(job_market, tid) == v2
     assert stake_manager.stakeOf(v1)[1] == 0 and stake_manager.credits(submitter) == AUDITOR_PENALTY
     assert registry.identityOf(v1).dict()["history"]["tasksTimedOut"] == 1

@@ -97,13 +97,16 @@ STEPS: list[Step] = [
     Step("timelock", "ParameterTimelock",
          lambda d, p: (p.timelock_delay_seconds, [Web3.to_checksum_address(a) for a in p.proposers or (d["deployer"],)])),
 ]
-#: The pool locks collateral for draws; the market records task outcomes;
+#: The pool locks collateral for draws; the market and the game hold verifier weights for
+#: the draws they request (DRAW_ROLE); the market records task outcomes;
 #: the dispute game locks bonds, slashes, records dispute history and resolves disputed tasks.
 GRANTS: list[Grant] = [
     Grant("stake", "MARKET_ROLE", "pool"),
     Grant("stake", "MARKET_ROLE", "market"),
     Grant("registry", "RECORDER_ROLE", "market"),
     Grant("pool", "MARKET_ROLE", "market"),
+    Grant("pool", "DRAW_ROLE", "market"),
+    Grant("pool", "DRAW_ROLE", "game"),
     Grant("stake", "MARKET_ROLE", "game"),
     Grant("registry", "RECORDER_ROLE", "game"),
     Grant("stake", "PARAMETER_ROLE", "timelock"),

@@ -37,7 +37,7 @@ from truetrain.errors import ContractRevert, TruetrainError
 from truetrain.hardware import detect
 from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
-from truetrain.market import MarketReader, ResultBundle, TaskStatus
+from truetrain.market import ROLE_VERIFIER, MarketReader, ResultBundle, TaskStatus
 from truetrain.market.stages import StageBundle
 from truetrain.network import FetchMeter
 from truetrain.storage import StorageClient, StorageSettings
@@ -53,6 +53,9 @@ MARKET_EVENTS = (
 )
 #: Every DisputeGame event a daemon reacts to.
 GAME_EVENTS = ("DisputeOpened", "RefereesDrawn")
+#: Every WorkerPool event a daemon reacts to: its verifier weight was left as it was while
+#: the verifier tree was held for a pending draw.
+POOL_EVENTS = ("VerifierWeightDeferred",)
 #: A task whose step failed this many times with a non-retryable error is given up on.
 MAX_ATTEMPTS = 5
 GAS_CEILING = 5_000_000
@@ -97,6 +100,9 @@ class Daemon:
         self._last_seen = -(2**63)  # the registry's lastSeenBlock for us, as last read or sent
         self.block = 0
         self.declarer: NetworkDeclarer | None = None
+        #: Our verifier weight may lag our stake (a change made while draws were held, or one
+        #: from before this start): refresh it once the hold is over.
+        self.weight_deferred = True
 
     def lane_threads(self) -> int:
         """How many computations run at once: one (a worker runs its declared capacity)."""
@@ -207,6 +213,18 @@ class Daemon:
             self.send("heartbeat", self.contracts.registry.functions.heartbeat())
             self._last_seen = self.block
 
+    def refresh_weight_if_deferred(self) -> None:
+        """Once verifier draws are no longer held, set our verifier weight that a hold deferred
+        (WorkerPool.holdDraws): until then the pool draws us by the weight it had."""
+        if not self.weight_deferred:
+            return
+        pool = self.contracts.pool.functions
+        if pool.verifiersHeld().call():
+            return
+        self.weight_deferred = False
+        if self.role_bits & ROLE_VERIFIER or pool.weightOf(self.address, True).call() != 0:
+            self.send("refresh", pool.refresh(self.address))
+
     def start_declaring_network(self) -> None:
         """Measure and declare the network figures now, then every ``network_check_blocks``."""
         window = self.contracts.pool.functions.livenessWindow().call()
@@ -259,6 +277,10 @@ class Daemon:
         raise NotImplementedError
 
     def _dispatch(self, event) -> None:
+        if event.event == "VerifierWeightDeferred":
+            if event.args["account"].lower() == self.address.lower():
+                self.weight_deferred = True
+            return
         self.on_event(event)
         if self.keeper is not None:
             self.keeper.on_event(event)
@@ -323,6 +345,7 @@ class Daemon:
         if self.declarer is not None:  # a declaration counts as a heartbeat: first
             self.guarded("network figures", self.declarer.tick, self.block)
         self.guarded("heartbeat", self.heartbeat_if_due)
+        self.guarded("pool weight", self.refresh_weight_if_deferred)
         if self.ticks % 4 == 1:
             self.guarded("withdraw", self.withdraw_if_credited)
         if self.ticks % 20 == 1:
@@ -355,7 +378,8 @@ class Daemon:
             self.start_declaring_network()
         self.follower = EventFollower(
             self.client, [Subscription("market", self.market, MARKET_EVENTS),
-                          Subscription("game", self.game, GAME_EVENTS)], self._dispatch,
+                          Subscription("game", self.game, GAME_EVENTS),
+                          Subscription("pool", self.contracts.pool, POOL_EVENTS)], self._dispatch,
             self.state_dir / "cursor.sqlite",
             FollowerSettings(poll_interval_s=self.settings.poll_interval_s, confirmations=self.settings.confirmations),
         )

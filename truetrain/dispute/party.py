@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from truetrain.market import randomness
+
 from .game import GameStatus, GameView, Party
 from .planner import claims_for
 
 log = logging.getLogger("truetrain.dispute")
 
-#: FutureRandomness.WINDOW: blocks a ticket's hash stays readable.
-RANDOMNESS_WINDOW = 256
 
 #: (checkpoint hashes, their CIDs), in leaf order: what the party committed to.
 Trace = tuple[list[bytes], list[str]]
@@ -56,8 +56,8 @@ class GameDriver:
                 self.send("timeout", calls.timeout(game_id))
         elif g.status == GameStatus.AWAITING_REFEREES and block > g.deadline:
             # The committee is drawn from the hash of the ticket block (`deadline`): from the
-            # next block on, and as a failed draw once that hash can no longer be read.
-            lapsed = block > g.deadline + RANDOMNESS_WINDOW
+            # next block on, and as a failed draw once the ticket's epoch is over.
+            lapsed = randomness.lapsed(g.deadline, block)
             self.send("timeout" if lapsed else "drawReferees",
                       calls.timeout(game_id) if lapsed else calls.drawReferees(game_id), random_path=True)
         elif g.status == GameStatus.COMMITTING and block > g.deadline:

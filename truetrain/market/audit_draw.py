@@ -12,6 +12,7 @@ from eth_abi import encode
 from truetrain.hashing import keccak256
 
 from .codes import FLAG_AUDIT_DUE, FLAG_AUDIT_SETTLED, TaskStatus
+from .randomness import lapsed
 from .views import JobView, TaskView
 
 BPS = 10_000
@@ -20,7 +21,8 @@ BPS = 10_000
 @dataclass(frozen=True)
 class AuditDraw:
     """The draw of one unsettled commitment: its ticket block, whether that block's hash can
-    be read now, and (once it can) whether it drew an audit."""
+    be read now, and (once it can) whether it drew an audit (a lapsed draw counts as drawn:
+    ``settleAudit`` then asks for its auditor from a new ticket)."""
 
     ticket: int
     ready: bool
@@ -36,8 +38,11 @@ def pending_audit_draw(w3, task: TaskView, job: JobView) -> AuditDraw | None:
     if job.audit_rate_bps == 0 and not due:
         return None
     ticket = task.deadline - job.reveal_window
-    if w3.eth.block_number <= ticket:
+    block = w3.eth.block_number
+    if block <= ticket:
         return AuditDraw(ticket, False, False)
+    if lapsed(ticket, block):  # nobody settled it in its epoch: it counts as drawn, re-requested
+        return AuditDraw(ticket, True, True)
     block_hash = bytes(w3.eth.get_block(ticket)["hash"])
     random = keccak256(encode(["bytes32", "bytes32"], [block_hash, task.task_id.to_bytes(32, "big")]))
     return AuditDraw(ticket, True, due or int.from_bytes(random, "big") % BPS < job.audit_rate_bps)

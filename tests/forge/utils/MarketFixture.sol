@@ -94,6 +94,8 @@ abstract contract MarketFixture is Test {
         stakeManager.grantRole(stakeManager.MARKET_ROLE(), address(market));
         registry.grantRole(registry.RECORDER_ROLE(), address(market));
         pool.grantRole(pool.MARKET_ROLE(), address(market));
+        pool.grantRole(pool.DRAW_ROLE(), address(market));
+        pool.grantRole(pool.DRAW_ROLE(), address(game));
         stakeManager.grantRole(stakeManager.MARKET_ROLE(), address(game));
         registry.grantRole(registry.RECORDER_ROLE(), address(game));
         stakeManager.grantRole(stakeManager.PARAMETER_ROLE(), address(timelock));

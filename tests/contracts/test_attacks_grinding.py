@@ -1,0 +1,123 @@
+"""Issue 27, findings 1, 2 and 7 (stale members): nobody steers a draw by moving stake once
+its hash is public, and members that cannot serve are taken out of a draw, not retried.
+
+1. Audit-draw grinding: a worker that committed a wrong result and holds most of the
+   verifier stake searches, once its ticket's hash exists, for a top-up that sends every
+   attempt of its audit draw to itself (excluded), so the audit is waived (the proof of
+   concept found one of 15 wei; before this fix, 21 top-ups drew 5 different auditors). Now
+   the draw takes the excluded worker out after one attempt and reads verifier weights held
+   since the ticket: for every top-up the same honest verifier is drawn.
+2. Referee-seat grinding: a sybil verifier tops up until its seats suit it, then draws the
+   committee in the same transaction (before this fix, 21 top-ups seated 15 different
+   committees). With the weights held, every top-up seats the same committee.
+7. Stale members: with 45 of 50 workers stale (nobody called `refresh`), most draws used to
+   revert `JobNoEligibleWorker`. A draw now takes each stale candidate out and goes on, and
+   the assignment evicts the stale candidates it passed over.
+
+The attacker is a contract (StakeGrinder); its searches are `eth_call`s of the very function
+it would send, so each tried top-up is exactly what the chain would do with it.
+"""
+
+import pytest
+from brownie import StakeGrinder, accounts, chain, web3
+
+from tests.contracts.dispute_setup import *  # noqa: F401,F403
+
+HONEST = trace()
+CHEAT = diverged(HONEST, 3)
+WRONG = "0x" + "66" * 32
+TOP_UPS = [0, 1, 2, 3, 5, 8, 13, 15, 21, 34, 55, 89, 144, 233, 377, 610, 987, 10**6, 10**12, 10**18, 37 * E]
+
+
+@pytest.fixture(autouse=True)
+def _crew(market_isolation, referees):
+    """Crew and referees set up once per module."""
+
+
+def _grinder(job_market, registry, stake_manager, pool, token, deployer, roles, amount):
+    g = StakeGrinder.deploy(job_market, stake_manager, token, {"from": deployer})
+    token.mint(g, amount + 100 * E, {"from": deployer})
+    g.enlist(registry, pool, roles, amount, {"from": deployer})
+    return g
+
+
+def test_auditDrawGrinding_noTopUpWaivesTheAuditOrMovesTheAuditor(
+        job_market, registry, stake_manager, pool, token, deployer, submitter, w1, referees):
+    # The cheat holds 9,000 of the 15,000 TRAIN of verifier stake (the six honest verifiers
+    # hold 1,000 each) and is the only worker in the pool.
+    cheat = _grinder(job_market, registry, stake_manager, pool, token, deployer, ROLE_WORKER | ROLE_VERIFIER, 9_000 * E)
+    pool.leavePool({"from": w1})
+    job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, shards=1, rounds=1)
+    tid = job_market.drawTask(job_id, {"from": submitter}).return_value
+    assert job_market.taskOf(tid)[0] == cheat.address
+    cheat.accept(tid, {"from": accounts[0]})
+    tx = cheat.commit(tid, commitment(WRONG, CID, SALT, cheat), {"from": accounts[0]})
+    ticket = tx.events["AuditRequested"]["ticket"]
+    mine_past(ticket)
+    drawn = {top_up: cheat.topUpAndSettle.call(tid, top_up, {"from": accounts[0]}) for top_up in TOP_UPS}
+    auditors = set(drawn.values())
+    assert len(auditors) == 1, drawn  # no top-up moves the draw
+    auditor = auditors.pop()
+    assert int(auditor, 16) != 0 and auditor != cheat.address  # never waived, never itself
+    # Sent for real with the largest top-up: the same auditor, and the top-up waits.
+    tx = cheat.topUpAndSettle(tid, TOP_UPS[-1], {"from": accounts[0]})
+    assert tx.events["AuditorDrawn"]["auditor"] == auditor
+    assert tx.events["VerifierWeightDeferred"]["account"] == cheat.address
+    assert "AuditWaived" not in tx.events
+
+
+def test_refereeSeatGrinding_noTopUpChangesTheCommittee(
+        game, job_market, registry, stake_manager, pool, token, deployer, submitter, w1, challenger, referees):
+    # A sybil verifier with a fifth of the verifier weight (1,500 of 7,500 TRAIN).
+    sybil = _grinder(job_market, registry, stake_manager, pool, token, deployer, ROLE_VERIFIER, 1_500 * E)
+    _, tid = revealed_task(job_market, submitter, w1, CHEAT)
+    gid, _ = challenge_task(game, tid, challenger, HONEST)
+    play(game, gid, CHEAT, HONEST)
+    ticket = view(game, gid).deadline
+    mine_past(ticket)
+    seats = {top_up: tuple(sybil.topUpAndDraw.call(game, gid, top_up, {"from": accounts[0]})) for top_up in TOP_UPS}
+    committees = set(seats.values())
+    assert len(committees) == 1, seats
+    committee = committees.pop()
+    assert len(committee) == COMMITTEE
+    tx = sybil.topUpAndDraw(game, gid, TOP_UPS[-1], {"from": accounts[0]})
+    assert tuple(tx.events["RefereesDrawn"]["referees"]) == committee
+
+
+def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
+        job_market, registry, stake_manager, pool, token, deployer, submitter, w1):
+    """45 stale workers of 50: over 200 enumerated seeds a draw finds one of the 5 live ones
+    whenever one of them is among its 16 distinct candidates (164 seeds here), where the
+    draw with replacement over 8 attempts found one for 112."""
+    live = [w1]
+    stale = []
+    for i in range(49):
+        acct = accounts.add()
+        accounts[0].transfer(acct, 10**17)
+        register(registry, acct, ROLE_WORKER)
+        stake(token, stake_manager, acct, deployer=deployer)
+        pool.joinPool({"from": acct})
+        (live if i < 4 else stale).append(acct)
+    window = pool.livenessWindow()
+    chain.mine(window + 1)  # everybody is stale now; the live five heartbeat again
+    for acct in live:
+        registry.heartbeat({"from": acct})
+    assert all(pool.weightOf(a, False) > 0 for a in stale)  # nobody refreshed them
+    req = (1, 16_000, 0, 20 * E, "0x" + "00" * 20, 0, 0)
+    drawn = [pool.sample(web3.keccak(i.to_bytes(32, "big")), req, False) for i in range(200)]
+    found = [d for d in drawn if int(d, 16)]
+    assert {str(d) for d in found} <= {str(a) for a in live}
+    assert len(found) >= 150, len(found)  # 164 here; P(16 distinct candidates all stale) is about 13 %
+    # An assignment evicts the stale candidates it passed over (the market's role, granted to a
+    # test account so that the seeds are enumerated rather than taken from prevrandao).
+    assigner = accounts[17]
+    pool.grantRole(pool.MARKET_ROLE(), assigner, {"from": deployer})
+    stale_set = {str(a) for a in stale}
+    evicted = set()
+    for i in range(8):
+        tx = pool.assign(web3.keccak(b"assign" + bytes([i])), req, False, {"from": assigner})
+        # (a live worker drawn to its concurrency limit leaves the tree too: not counted here)
+        evicted |= {str(e["account"]) for e in tx.events["WeightUpdated"] if e["weight"] == 0} & stale_set \
+            if "WeightUpdated" in tx.events else set()
+    assert len(evicted) >= 8, len(evicted)
+    assert {a for a in stale_set if pool.weightOf(a, False) == 0} == evicted
