@@ -21,10 +21,12 @@ from brownie import accounts, chain, web3
 
 from tests.contracts.dispute_setup import *  # noqa: F401,F403
 from truetrain.dispute import Vote
+from truetrain.market import jobs as terms
 
-#: JobMarket.MIN_COLLATERAL and MAX_COLLATERAL_PER_REWARD (checked against the contract below).
-MIN = 20 * E
-RATIO = 100
+#: JobMarket.MIN_COLLATERAL and MAX_COLLATERAL_PER_REWARD, as the CLI checks them (and the
+#: contract's, below).
+MIN = terms.MIN_COLLATERAL
+RATIO = terms.MAX_COLLATERAL_PER_REWARD
 #: StakeManager's default slash split (winner / referees, bps); the rest is burned.
 WINNER_BPS, REFEREE_BPS = 5_000, 2_000
 HONEST = trace()
@@ -147,7 +149,10 @@ def test_jobThatPaysNothing_orOutweighsItsReward_isRefused(job_market, token, su
     new_job(job_market, submitter, rewardPerTask=MIN // RATIO, workerCollateral=MIN)  # the bounds themselves pass
     new_job(job_market, submitter, rewardPerTask=E, workerCollateral=RATIO * E)
     assert job_market.jobCount() == 2
-    assert (job_market.MIN_COLLATERAL(), job_market.MAX_COLLATERAL_PER_REWARD()) == (MIN, RATIO)
+    assert (job_market.MIN_COLLATERAL(), job_market.MAX_COLLATERAL_PER_REWARD()) == (MIN, RATIO) == (20 * E, 100)
+    # The windows the CLI checks are the market's too.
+    assert (job_market.MIN_WINDOW_BLOCKS(), job_market.MAX_REVEAL_WINDOW_BLOCKS()) == (
+        terms.MIN_WINDOW_BLOCKS, terms.MAX_REVEAL_WINDOW_BLOCKS)
 
 
 def test_ignoredOffer_isNeverFree_itsPenaltyRoundsUp(job_market, stake_manager, submitter, w1):
