@@ -507,20 +507,25 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         g.status = GameStatus.Resolved;
         g.workerWon = workerWon;
         g.turn = Party.None;
+        IJobMarket.DisputeTerms memory d = market.disputeTerms(g.taskId);
         (address winner, address loser) = workerWon ? (g.worker, g.challenger) : (g.challenger, g.worker);
-        uint256 slashed = _slashLoser(g, gameId, workerWon, winner, loser);
-        _recordParties(g, workerWon, slashed);
+        uint256 slashed = _slashLoser(g, gameId, d, workerWon, winner, loser);
+        _recordParties(g, d.submitter, workerWon, slashed);
         emit DisputeSettled(gameId, g.taskId, workerWon, winner, loser, slashed);
         market.resolveDispute(g.taskId, workerWon);
     }
 
-    function _slashLoser(Game storage g, uint256 gameId, bool workerWon, address winner, address loser)
-        private
-        returns (uint256 slashed)
-    {
+    function _slashLoser(
+        Game storage g,
+        uint256 gameId,
+        IJobMarket.DisputeTerms memory d,
+        bool workerWon,
+        address winner,
+        address loser
+    ) private returns (uint256 slashed) {
         address[] memory majority = g.seats != 0 ? _judgeReferees(g, gameId, workerWon) : new address[](0);
         slashed = stakeManager.slash(loser, workerWon ? g.challengerStake : g.workerStake, winner, majority);
-        if (!workerWon && !g.audit) _slashConfirmingAuditor(g, gameId, majority);
+        if (!workerWon && !g.audit) _slashConfirmingAuditor(g, gameId, d, majority);
         // A worker that won a challenge keeps its collateral locked: the task goes back to
         // its challenge window and JobMarket releases it at finalization.
         if (!workerWon) _unlock(g.challenger, g.challengerStake);
@@ -529,18 +534,30 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
 
     /// @dev A challenged result that an audit had confirmed was proven wrong: the auditor that
     /// matched it loses its collateral as well (split like the worker's).
-    function _slashConfirmingAuditor(Game storage g, uint256 gameId, address[] memory majority) private {
-        IJobMarket.DisputeTerms memory d = market.disputeTerms(g.taskId);
+    function _slashConfirmingAuditor(
+        Game storage g,
+        uint256 gameId,
+        IJobMarket.DisputeTerms memory d,
+        address[] memory majority
+    ) private {
         if (d.auditor == address(0)) return;
         uint256 taken = stakeManager.slash(d.auditor, d.auditorCollateral, g.challenger, majority);
         emit AuditorSlashed(gameId, d.auditor, taken);
         registry.recordDispute(d.auditor, false, uint128(taken));
     }
 
-    function _recordParties(Game storage g, bool workerWon, uint256 slashed) private {
-        registry.recordDispute(g.worker, workerWon, workerWon ? 0 : uint128(slashed));
+    /// @dev Both parties' dispute history. A game the job's submitter plays (as the worker, or
+    /// as the challenger: a public one or its auditor) is self-dealt: its loser's record
+    /// stands, its winner gains nothing (no win, no reputation), as a task the worker paid for
+    /// itself records no completion. Sybils the market cannot see pay for a win with the
+    /// loser's bond, at least MIN_COLLATERAL, of which the winner gets back only its share.
+    function _recordParties(Game storage g, address submitter, bool workerWon, uint256 slashed) private {
+        address worker = g.worker;
         address challenger = g.challenger;
-        if (registry.isRegistered(challenger)) {
+        // INVARIANT: no reputation from a self-dealt game.
+        bool selfDealt = worker == submitter || challenger == submitter;
+        if (!workerWon || !selfDealt) registry.recordDispute(worker, workerWon, workerWon ? 0 : uint128(slashed));
+        if ((workerWon || !selfDealt) && registry.isRegistered(challenger)) {
             registry.recordDispute(challenger, !workerWon, workerWon ? uint128(slashed) : 0);
         }
     }

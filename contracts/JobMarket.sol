@@ -44,6 +44,10 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     uint8 public constant MAX_STAGES = JobBook.MAX_STAGES;
     /// @inheritdoc IJobMarket
     uint16 public constant MIN_ACCEPT_PENALTY_BPS = 100;
+    /// @inheritdoc IJobMarket
+    uint96 public constant MIN_COLLATERAL = JobBook.MIN_COLLATERAL;
+    /// @inheritdoc IJobMarket
+    uint256 public constant MAX_COLLATERAL_PER_REWARD = JobBook.MAX_COLLATERAL_PER_REWARD;
 
     IERC20 public immutable token;
     IIdentityRegistry public immutable registry;
@@ -77,7 +81,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     ) {
         if (
             config.timeoutPenaltyBps > Escrow.BPS || config.acceptPenaltyBps > Escrow.BPS
-                || config.auditorPenalty > config.auditorCollateral
+                || config.auditorPenalty > config.auditorCollateral || config.auditorCollateral < MIN_COLLATERAL
         ) revert MarketInvalidConfig();
         // INVARIANT: declining or ignoring an offer is never free (no cherry-picking or
         // stalling a job by draws left unanswered), nor is an auditor's missed commit.
@@ -399,6 +403,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         d.auditRoot = t.audit;
         d.collateral = j.workerCollateral;
         d.auditorCollateral = auditorCollateral;
+        d.submitter = j.submitter;
     }
 
     /// @inheritdoc IJobMarket

@@ -104,7 +104,8 @@ def job() -> None:
               help="TRAIN paid to the auditor of an audited task.")
 @click.option("--collateral", "collateral_wei", type=TokenAmountType(allow_zero=True),
               default=_tokens(DEFAULT_TERMS.worker_collateral),
-              show_default=True, help="Stake a worker locks per task.")
+              show_default=True, help="Stake a worker locks per task (and a challenger's bond): at least 20 TRAIN "
+                                      "and the reward, at most 100 x the reward.")
 @click.option("--audit-rate", type=click.FloatRange(0, 1),
               help=f"Share of tasks audited by a re-executing verifier [default: "
                    f"{DEFAULT_TERMS.audit_rate_bps / 10_000:g}; 0 with --stages].")

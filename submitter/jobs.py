@@ -14,7 +14,9 @@ from dataclasses import dataclass, replace
 
 from truetrain.cli_options import ROLE_BITS, Refused, Session, format_tokens
 from truetrain.errors import ConfigError
-from truetrain.market.jobs import JobTerms
+from truetrain.market.jobs import (
+    MAX_COLLATERAL_PER_REWARD, MAX_REVEAL_WINDOW_BLOCKS, MIN_COLLATERAL, MIN_WINDOW_BLOCKS, JobTerms,
+)
 from truetrain.training import Dataset, build_manifest, load_dataset, publish_dataset, split_test
 from truetrain.training.intgemm import DEFAULT_LIMBS
 
@@ -117,9 +119,37 @@ def plan_text_job(spec: TrainingSpec, terms: JobTerms, fit_memory: bool = False)
     return plan
 
 
+def check_terms(terms: JobTerms) -> None:
+    """Refuse, naming the flag, every term JobMarket.createJob would refuse (JobBook.create)."""
+    reward, collateral = terms.reward_per_task, terms.worker_collateral
+    if reward <= 0:
+        raise ConfigError("--reward must be more than 0 TRAIN: a job pays its tasks")
+    if collateral < MIN_COLLATERAL:
+        raise ConfigError(f"--collateral {format_tokens(collateral)} TRAIN is below the market's least, "
+                          f"{format_tokens(MIN_COLLATERAL)} TRAIN (a challenger bonds as much)")
+    if collateral < reward:
+        raise ConfigError(f"--collateral {format_tokens(collateral)} TRAIN is below --reward {format_tokens(reward)} "
+                          f"TRAIN: a worker must stake more than a wrong result could earn it")
+    if collateral > reward * MAX_COLLATERAL_PER_REWARD:
+        raise ConfigError(f"--collateral {format_tokens(collateral)} TRAIN is more than {MAX_COLLATERAL_PER_REWARD} x "
+                          f"--reward {format_tokens(reward)} TRAIN: raise --reward or lower --collateral")
+    windows = (("--accept-window", terms.accept_window), ("--compute-window", terms.compute_window),
+               ("--reveal-window", terms.reveal_window), ("--challenge-window", terms.challenge_window))
+    for flag, blocks in windows:
+        if blocks < MIN_WINDOW_BLOCKS:
+            raise ConfigError(f"{flag} {blocks} is shorter than the market's least window, {MIN_WINDOW_BLOCKS} blocks")
+    if terms.reveal_window > MAX_REVEAL_WINDOW_BLOCKS:
+        raise ConfigError(f"--reveal-window {terms.reveal_window} is longer than {MAX_REVEAL_WINDOW_BLOCKS} blocks "
+                          f"(the audit draw's block hash must stay readable until it ends)")
+    if terms.challenge_window < terms.compute_window:
+        raise ConfigError(f"--challenge-window {terms.challenge_window} is shorter than --compute-window "
+                          f"{terms.compute_window}: a third party must be able to re-run a task and challenge it")
+
+
 def plan_job(spec: TrainingSpec, terms: JobTerms, *, fit_memory: bool = False) -> JobPlan:
     """Check the submission without any node; raise :class:`ConfigError` or ``DatasetError``
     (``fit_memory``: an LM's terms ask for at least the memory it needs)."""
+    check_terms(terms)
     if spec.limbs is not None and spec.numeric_mode != "repro":
         raise ConfigError("--limbs applies to --numeric-mode repro only")
     if spec.steps % spec.checkpoint_interval:

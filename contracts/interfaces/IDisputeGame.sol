@@ -9,7 +9,8 @@ pragma solidity ^0.8.28;
 /// checkpoint interval, which a small committee of staked verifiers recomputes.
 ///
 /// Opening. Anyone with free stake may `challenge` a task in its challenge window with a
-/// bond equal to the task's worker collateral (locked in the StakeManager) and its own root.
+/// bond equal to the task's worker collateral (locked in the StakeManager; at least
+/// JobMarket.MIN_COLLATERAL) and its own root.
 /// An audit mismatch (JobMarket moved the task to Disputed) becomes a game by the
 /// permissionless `openAuditDispute`: the auditor is the challenger and its locked auditor
 /// collateral is its bond. One game per task at a time: a second challenge reverts
@@ -59,7 +60,12 @@ pragma solidity ^0.8.28;
 /// did not reveal lose `refereePenalty` of their locked stake, burned (no party is paid from
 /// the penalties of its own referees), and reputation. An auditor that had confirmed a
 /// result a challenger proves wrong loses its collateral too (`AuditorSlashed`). Both parties' dispute history is recorded
-/// (the challenger's only if it has an identity). JobMarket then moves the task on
+/// (the challenger's only if it has an identity), except the winner's of a self-dealt game,
+/// one the job's submitter plays as worker or challenger: it gains no win and no reputation
+/// (its loser's record stands). Every stake in a game is at least JobMarket.MIN_COLLATERAL
+/// (the worker collateral a job may set, the auditor collateral a deployment may set), so a
+/// lost game pays its majority referees `slashRefereeBps` of at least that, and a win bought
+/// from a sybil costs the sybil's bond. JobMarket then moves the task on
 /// (`resolveDispute`). The game holds no tokens: bonds are locked stake, proceeds are StakeManager
 /// credits pulled with its `withdraw()`. Pool weights of the parties are refreshed at their
 /// next market touch (or by anyone through `WorkerPool.refresh`), not here.

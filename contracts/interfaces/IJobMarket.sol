@@ -158,7 +158,8 @@ interface IJobMarket {
     /// @param timeoutPenaltyBps share of a late worker's collateral taken by `penalize`
     /// (credited to the submitter) when it misses the commit or reveal deadline
     /// @param acceptPenaltyBps share of the collateral taken when it misses the accept deadline
-    /// @param auditorCollateral stake an auditor must have free; locked while it audits
+    /// @param auditorCollateral stake an auditor must have free; locked while it audits (at
+    /// least MIN_COLLATERAL: it is the auditor's bond in the game of a mismatch)
     /// @param auditorPenalty taken from an auditor that misses an audit deadline
     struct MarketConfig {
         uint16 timeoutPenaltyBps;
@@ -172,6 +173,7 @@ interface IJobMarket {
     /// @param aggregation the task is its round's aggregation task (one checkpoint, no bisection)
     /// @param leaves the job's checkpoint leaves per training task
     /// @param root the worker's revealed root; `auditRoot` the auditor's revealed root
+    /// @param submitter the job's submitter (a game it or its worker plays is self-dealt)
     struct DisputeTerms {
         TaskStatus status;
         bool challenged;
@@ -183,6 +185,7 @@ interface IJobMarket {
         bytes32 auditRoot;
         uint96 collateral;
         uint96 auditorCollateral;
+        address submitter;
     }
 
     // ---------------------------------------------------------------- errors
@@ -208,8 +211,14 @@ interface IJobMarket {
     /// @notice The challenge window must be at least the compute window, so a third party can
     /// re-run the task and challenge it in time.
     error JobChallengeWindowTooShort(uint32 challengeWindow, uint32 computeWindow);
-    /// @notice The worker collateral must be nonzero and at least the reward per task.
+    /// @notice The worker collateral (also a challenger's bond) must be at least `minimum`: the
+    /// reward per task, and MIN_COLLATERAL.
     error JobCollateralTooLow(uint96 collateral, uint96 minimum);
+    /// @notice The worker collateral must be at most `maximum`, MAX_COLLATERAL_PER_REWARD × the
+    /// reward per task.
+    error JobCollateralTooHigh(uint96 collateral, uint256 maximum);
+    /// @notice A job must pay its tasks: the reward per task must be nonzero.
+    error JobRewardZero();
     /// @notice The expiry block must lie in the future.
     error JobInvalidExpiry(uint64 expiryBlock);
     /// @notice The audit rate is above 10_000 bps, or not 0 on a job split into stages.
@@ -274,7 +283,8 @@ interface IJobMarket {
     error MarketNothingToWithdraw(address account);
     /// @notice A batch is longer than `MAX_BATCH`.
     error MarketBatchTooLarge(uint256 length, uint256 max);
-    /// @notice A MarketConfig value is out of range (bps above 10_000, penalty above collateral).
+    /// @notice A MarketConfig value is out of range (bps above 10_000, penalty above collateral,
+    /// auditor collateral below MIN_COLLATERAL).
     error MarketInvalidConfig();
     /// @notice The accept penalty is below `minimum` bps, the timeout penalty below the accept
     /// penalty, or the auditor penalty is zero (ignoring a duty would be free).
@@ -375,7 +385,8 @@ interface IJobMarket {
 
     /// @notice Create a job and pull its escrow with `transferFrom` (approve first).
     /// Reverts `JobSubmitterNotRegistered`, `JobInvalidShape`, `JobInvalidWindows`,
-    /// `JobInvalidExpiry`, `JobInvalidAuditRate`, `JobInvalidNetworkTerms`, `JobEscrowMismatch`.
+    /// `JobRewardZero`, `JobCollateralTooLow`, `JobCollateralTooHigh`, `JobInvalidExpiry`,
+    /// `JobInvalidAuditRate`, `JobInvalidNetworkTerms`, `JobEscrowMismatch`.
     function createJob(JobParams calldata params) external returns (uint256 jobId);
 
     /// @notice `createJob` with an EIP-2612 permit for the escrow (a failed permit falls back
@@ -530,6 +541,16 @@ interface IJobMarket {
 
     /// @notice Smallest accept penalty a deployment may set, in basis points.
     function MIN_ACCEPT_PENALTY_BPS() external view returns (uint16);
+
+    /// @notice Smallest worker collateral a job may set (so the smallest challenger bond), and
+    /// the smallest auditor collateral a deployment may set, in wei: every game stakes at
+    /// least this much on each side, so a lost one pays its referees and burns a real amount,
+    /// and a won one raises reputation only at that price.
+    function MIN_COLLATERAL() external view returns (uint96);
+
+    /// @notice Largest worker collateral a job may set, as a multiple of its reward per task:
+    /// at the least accept penalty an ignored offer costs at most one reward.
+    function MAX_COLLATERAL_PER_REWARD() external view returns (uint256);
 
     /// @notice Longest batch `finalizeMany` takes.
     function MAX_BATCH() external view returns (uint256);

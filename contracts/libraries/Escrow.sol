@@ -29,8 +29,9 @@ library Escrow {
         return uint256(round) * (uint256(shards) + 1) + nextIndex;
     }
 
-    /// @notice `bps` basis points of `amount`, rounded down.
+    /// @notice `bps` basis points of `amount`, rounded up: a penalty of a nonzero share of
+    /// a nonzero collateral is never 0 (ignoring an offer is never free).
     function share(uint256 amount, uint256 bps) internal pure returns (uint256) {
-        return (amount * bps) / BPS;
+        return (amount * bps + BPS - 1) / BPS;
     }
 }

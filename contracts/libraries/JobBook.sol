@@ -23,6 +23,12 @@ library JobBook {
     uint256 internal constant MAX_BATCH = 32;
     /// @notice See IJobMarket.MAX_STAGES.
     uint8 internal constant MAX_STAGES = TaskFlow.MAX_STAGES;
+    /// @notice See IJobMarket.MIN_COLLATERAL: 20 TRAIN. A game lost at this stake pays its
+    /// referees 20 % of it and burns 30 % (default slash split), one won for reputation burns
+    /// half of it (contracts/PROPERTIES.md C13-C15).
+    uint96 internal constant MIN_COLLATERAL = 20e18;
+    /// @notice See IJobMarket.MAX_COLLATERAL_PER_REWARD.
+    uint256 internal constant MAX_COLLATERAL_PER_REWARD = 100;
 
     /// @notice Validate `p`, store the job and emit `JobCreated`; the caller pulls `escrow`.
     /// @return jobId the new job's id
@@ -44,10 +50,12 @@ library JobBook {
             revert IJobMarket.JobRevealWindowTooLong(p.revealWindow, MAX_REVEAL_WINDOW_BLOCKS);
         }
         if (p.challengeWindow < p.computeWindow) revert IJobMarket.JobChallengeWindowTooShort(p.challengeWindow, p.computeWindow);
-        // INVARIANT: a worker always has more at stake than the reward it could take for a wrong result.
-        if (p.workerCollateral == 0 || p.workerCollateral < p.rewardPerTask) {
-            revert IJobMarket.JobCollateralTooLow(p.workerCollateral, p.rewardPerTask);
-        }
+        // INVARIANT: a job pays its tasks (no accept penalties collected by a job that pays
+        // nothing); a worker always has more at stake than the reward it could take for a
+        // wrong result, and every game on the task stakes at least MIN_COLLATERAL a side (its
+        // referees are paid, a self-dealt game burns a real amount); an ignored offer costs at
+        // most one reward at the least accept penalty.
+        _checkMoney(p.rewardPerTask, p.workerCollateral);
         uint256 cidLength = bytes(p.manifestCid).length;
         if (bytes(p.initialCheckpointCid).length > cidLength) cidLength = bytes(p.initialCheckpointCid).length;
         if (cidLength > MAX_CID_BYTES) revert IJobMarket.MarketCidTooLong(cidLength, MAX_CID_BYTES);
@@ -98,6 +106,16 @@ library JobBook {
         emit IJobMarket.JobCreated(
             jobId, msg.sender, p.manifestCid, p.manifestHash, p.shards, p.rounds, Escrow.taskCount(p.shards, p.rounds), escrow
         );
+    }
+
+    /// @dev The reward is nonzero and the collateral within [max(reward, MIN_COLLATERAL),
+    /// MAX_COLLATERAL_PER_REWARD × reward].
+    function _checkMoney(uint96 reward, uint96 collateral) private pure {
+        if (reward == 0) revert IJobMarket.JobRewardZero();
+        uint96 least = reward > MIN_COLLATERAL ? reward : MIN_COLLATERAL;
+        if (collateral < least) revert IJobMarket.JobCollateralTooLow(collateral, least);
+        uint256 most = uint256(reward) * MAX_COLLATERAL_PER_REWARD;
+        if (collateral > most) revert IJobMarket.JobCollateralTooHigh(collateral, most);
     }
 
     /// @notice The stored job as IJobMarket.Job (see IJobMarket.jobOf).

@@ -185,10 +185,10 @@ def test_parameters_thatBreakTheGuarantees_areRefused(job_market, token, submitt
         new_job(job_market, submitter, revealWindow=201)  # the audit ticket's hash would expire first
     with brownie.reverts("JobChallengeWindowTooShort: 19, 20"):
         new_job(job_market, submitter, challengeWindow=19)  # no third party could re-run it in time
-    with brownie.reverts(f"JobCollateralTooLow: 0, {10 * E}"):
+    with brownie.reverts(f"JobCollateralTooLow: 0, {20 * E}"):  # below MIN_COLLATERAL (20 TRAIN)
         new_job(job_market, submitter, workerCollateral=0)
-    with brownie.reverts(f"JobCollateralTooLow: {9 * E}, {10 * E}"):
-        new_job(job_market, submitter, workerCollateral=9 * E)
+    with brownie.reverts(f"JobCollateralTooLow: {29 * E}, {30 * E}"):  # below the reward
+        new_job(job_market, submitter, rewardPerTask=30 * E, workerCollateral=29 * E)
     with brownie.reverts("MarketCidTooLong: 129, 128"):
         new_job(job_market, submitter, manifestCid="b" * 129)
     with brownie.reverts("MarketCidTooLong: 24000, 128"):

@@ -79,8 +79,9 @@ def test_gas_oneTaskLife_inBatches_staysUnder250k(job_market, registry, stake_ma
 
 def test_gas_createJob_flatInShardCount(job_market, submitter, market_isolation):
     new_job(job_market, submitter)  # warm the market's first-job slots
-    small = new_job(job_market, submitter, shards=1, rewardPerTask=1, auditFee=0)[1].gas_used
-    large = new_job(job_market, submitter, shards=10_000, rewardPerTask=1, auditFee=0)[1].gas_used
+    reward = job_market.MIN_COLLATERAL() // job_market.MAX_COLLATERAL_PER_REWARD()  # the least a job may pay
+    small = new_job(job_market, submitter, shards=1, rewardPerTask=reward, auditFee=0)[1].gas_used
+    large = new_job(job_market, submitter, shards=10_000, rewardPerTask=reward, auditFee=0)[1].gas_used
     print("createJob gas: 1 shard", small, "10,000 shards", large)
     assert abs(large - small) < 1_000
 

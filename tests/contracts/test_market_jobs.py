@@ -121,6 +121,9 @@ def test_drawTask_withEmptyPool_reverts(job_market, pool, submitter, w1, market_
 def test_constructor_invalidConfig_reverts(JobMarket, token, registry, stake_manager, pool, deployer, market_isolation):
     with brownie.reverts("MarketInvalidConfig: "):
         JobMarket.deploy(token, registry, stake_manager, pool, (10_001, 100, 1, 0), {"from": deployer})
+    # An auditor's collateral is its bond in the game of a mismatch: at least MIN_COLLATERAL.
+    with brownie.reverts("MarketInvalidConfig: "):
+        JobMarket.deploy(token, registry, stake_manager, pool, (1_000, 100, 20 * E - 1, 1), {"from": deployer})
 
 
 def test_wiring_onlyByTheDeployer_andClosedOnceSealed(job_market, pool, deployer, w1, market_isolation):

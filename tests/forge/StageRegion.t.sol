@@ -51,7 +51,7 @@ contract StageRegionTest is MarketFixture {
         p.initialCheckpointHash = keccak256("init");
         (p.shards, p.stages, p.rounds, p.checkpointLeaves) = (3, 3, 1, 2);
         (p.deviceClass, p.memoryMiB, p.computePerTask, p.preferredRegion) = (1, 16_000, 100, preferredRegion);
-        (p.rewardPerTask, p.auditFee, p.workerCollateral) = (1 ether, 0, 2 ether);
+        (p.rewardPerTask, p.auditFee, p.workerCollateral) = (1 ether, 0, 20 ether);
         (p.acceptWindow, p.computeWindow, p.revealWindow, p.challengeWindow) = (10, 20, 20, 20);
         p.expiryBlock = uint64(block.number + 1_000);
         vm.prank(SUBMITTER);

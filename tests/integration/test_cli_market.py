@@ -201,7 +201,7 @@ def test_job_cancel_checks_submitter_and_status_before_sending(net):
 
 def test_job_submit_without_the_balance_sends_nothing(net):
     before = net.nonce(6)
-    result = net.cli("job", "submit", "--account", 6, "--reward", 100_000)
+    result = net.cli("job", "submit", "--account", 6, "--reward", 100_000, "--collateral", 100_000)
     held = f"{net.balance(6) / E:,.2f}"
     refused(result, f"error: insufficient balance: the job's escrow needs 1,200,024.00 TRAIN, "
                     f"{dev_account(6).address} holds {held} TRAIN")
@@ -236,6 +236,38 @@ def test_job_submit_bad_flags_are_usage_errors(net, args, message):
     before = net.nonce(6)
     usage_error(net.cli("job", "submit", "--account", 6, *args), message)
     assert net.nonce(6) == before
+
+
+@pytest.mark.parametrize("args, message", [
+    # JobMarket refuses each of these terms (JobBook.create); the CLI names the flag first.
+    (["--collateral", "0"],
+     "--collateral 0.00 TRAIN is below the market's least, 20.00 TRAIN (a challenger bonds as much)"),
+    (["--collateral", "19.99"],
+     "--collateral 19.99 TRAIN is below the market's least, 20.00 TRAIN (a challenger bonds as much)"),
+    (["--reward", "30", "--collateral", "25"],
+     "--collateral 25.00 TRAIN is below --reward 30.00 TRAIN: a worker must stake more than a wrong result could "
+     "earn it"),
+    (["--reward", "0.2", "--collateral", "20.01"],
+     "--collateral 20.01 TRAIN is more than 100 x --reward 0.20 TRAIN: raise --reward or lower --collateral"),
+    (["--accept-window", "4"], "--accept-window 4 is shorter than the market's least window, 5 blocks"),
+    (["--reveal-window", "201"],
+     "--reveal-window 201 is longer than 200 blocks (the audit draw's block hash must stay readable until it ends)"),
+    (["--compute-window", "61"], "--challenge-window 60 is shorter than --compute-window 61: a third party must be "
+                                 "able to re-run a task and challenge it"),
+])
+def test_job_submit_terms_the_market_refuses_are_refused_before_sending(net, args, message):
+    before = net.nonce(6)
+    refused(net.cli("job", "submit", "--account", 6, *args), f"error: {message}", code=2)
+    assert net.nonce(6) == before
+
+
+def test_job_submit_the_least_terms_the_market_takes_reach_the_chain(net):
+    job_id = net.json("job", "submit", "--account", 7, "--shards", 1, "--rounds", 1, "--steps", 10,
+                      "--checkpoint-interval", 10, "--hidden", 8, "--reward", "0.2", "--collateral", 20)["job_id"]
+    from truetrain.market import JobView
+
+    job = JobView.read(net.client.contract("JobMarket", net.contracts["market"]), job_id)
+    assert (job.reward_per_task, job.worker_collateral) == (E // 5, 20 * E)
 
 
 def test_job_submit_network_terms_reach_the_chain(net):

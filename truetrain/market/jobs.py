@@ -13,6 +13,16 @@ from truetrain.training import Manifest
 from .stages import stage_count
 
 
+#: JobMarket's bounds on a job's money (IJobMarket.MIN_COLLATERAL, MAX_COLLATERAL_PER_REWARD): the
+#: least worker collateral, in wei (also the least bond of a challenge), and the most, as a
+#: multiple of the reward per task. A job must pay a nonzero reward.
+MIN_COLLATERAL = 20 * 10**18
+MAX_COLLATERAL_PER_REWARD = 100
+#: Its bounds on a job's windows (IJobMarket.MIN_WINDOW_BLOCKS, MAX_REVEAL_WINDOW_BLOCKS), in blocks.
+MIN_WINDOW_BLOCKS = 5
+MAX_REVEAL_WINDOW_BLOCKS = 200
+
+
 @dataclass(frozen=True)
 class JobTerms:
     """What a submitter offers and requires, beside the manifest. Windows are in blocks."""

@@ -267,7 +267,8 @@ abstract contract TaskActions is MarketHandlerBase {
         p.computePerTask = 100;
         p.rewardPerTask = uint96(1 ether + money % 20 ether);
         p.auditFee = uint96((money >> 64) % 5 ether);
-        p.workerCollateral = p.rewardPerTask + uint96((money >> 128) % 40 ether);
+        // Within the market's bounds: at least MIN_COLLATERAL (20 TRAIN) and the reward, at most 100 × the reward.
+        p.workerCollateral = 20 ether + p.rewardPerTask + uint96((money >> 128) % 40 ether);
         p.acceptWindow = uint32(5 + windows % 16);
         p.computeWindow = uint32(5 + (windows >> 8) % 26);
         p.revealWindow = uint32(5 + (windows >> 16) % 26);
