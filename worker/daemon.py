@@ -247,8 +247,10 @@ class WorkerDaemon(Daemon):
 
     def report_if_stalled(self, task) -> None:
         """A stage still running near its deadline is blocked on another stage (or slow):
-        say so on chain once, so that its deadline passing costs it nothing while a stage
-        that went silent pays (JobMarket.reportStalled)."""
+        say so on chain once (JobMarket.reportStalled). At the deadline the chain honours the
+        report when the group shows a stage this one could be waiting on (unheld, drawn
+        later, or silent: that one pays), and charges the running timeout otherwise, as it
+        would without a report; so reporting never costs more than staying quiet."""
         if task.flags & FLAG_STALLED or not self.reader.is_stage_task(task.task_id):
             return
         margin = max(2, self.reader.job(task.job_id).compute_window // 5)

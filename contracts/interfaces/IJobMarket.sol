@@ -277,7 +277,8 @@ interface IJobMarket {
     error TaskNotStage(uint256 taskId);
     /// @notice The revealed values do not hash to the commitment.
     error TaskCommitmentMismatch(uint256 taskId);
-    /// @notice `closeTask` needs a Pending or Offered task of a job that is no longer Active.
+    /// @notice `closeTask` needs a task of a job that is no longer Active: Pending or Offered,
+    /// or a stage past its challenge window whose group can never be whole.
     error TaskNotClosable(uint256 taskId);
     /// @notice The caller has no credits to withdraw.
     error MarketNothingToWithdraw(address account);
@@ -358,7 +359,9 @@ interface IJobMarket {
     /// started (it timed out running, lost or voided its dispute), and the stages it
     /// exchanged messages with must run again with its replacement; or `taskId` ran out of
     /// time waiting for stage `causeTaskId`, which nobody held (`causeTaskId == taskId`: it
-    /// won its own dispute after its group was sent back).
+    /// won its own dispute after its group was sent back, or its stall report held); or, on
+    /// a stopped job, `taskId` was closed after its challenge window because stage
+    /// `causeTaskId` of its group will never run (`TaskClosed` follows).
     event StageReset(uint256 indexed taskId, uint256 indexed causeTaskId);
     /// @notice The worker of running stage task `taskId` reported it is blocked on another stage.
     event StageStalled(uint256 indexed taskId, address indexed worker);
@@ -464,13 +467,24 @@ interface IJobMarket {
     function timeoutTask(uint256 taskId) external;
 
     /// @notice Permissionless: close a Pending or Offered task of a job that is no longer
-    /// Active and refund its cost to the submitter.
+    /// Active and refund its cost to the submitter. Also a stage task of such a job past its
+    /// challenge window whose group can never be whole (a stage of it was never drawn, or is
+    /// Pending, Offered or Closed): it is not paid (a stage cannot finish without the other
+    /// stages of its attempt, so its result was fed by none), its worker's whole collateral
+    /// and pool slot come back (`StageReset` naming that stage), its cost is refunded.
     function closeTask(uint256 taskId) external;
 
     /// @notice The worker of a running stage task says it is alive but blocked, waiting on
-    /// another stage of its group. When its deadline passes it goes back without penalty
-    /// (with its group), while a stage that said nothing pays the timeout penalty: the silent
-    /// stage is the one that did not report. Once per attempt, before the deadline.
+    /// another stage of its group. Once per attempt, before the deadline. When its deadline
+    /// passes the report is judged on what the chain shows of the group at that timeout: it
+    /// holds if another stage is unheld (never drawn, Pending, Offered, Closed, or in a
+    /// dispute whose group was sent back), running with a later deadline (drawn or accepted
+    /// after this one was due), or running past its deadline without having reported (the
+    /// silent one, which pays its own timeout). Then the stage goes back without penalty
+    /// (with its group) and may be drawn again. Otherwise (every other stage committed,
+    /// revealed, or reported too) the report was false or cannot be told from a false one:
+    /// the stage pays the running timeout's penalty, the timeout is recorded, and its worker
+    /// is excluded from the redraw. Reporting never costs more than not reporting.
     function reportStalled(uint256 taskId) external;
 
     /// @notice Dispute game only: a challenger disputes the task's revealed result inside its

@@ -98,12 +98,45 @@ library TaskRecovery {
         uint256 jobId = TaskIds.jobOf(id);
         JobRecord storage j = s.jobs[jobId];
         IJobMarket.TaskStatus st = t.status;
-        if (j.status == IJobMarket.JobStatus.Active || (st != IJobMarket.TaskStatus.Pending && st != IJobMarket.TaskStatus.Offered)) {
-            revert IJobMarket.TaskNotClosable(id);
+        if (j.status == IJobMarket.JobStatus.Active) revert IJobMarket.TaskNotClosable(id);
+        if (st == IJobMarket.TaskStatus.ChallengeWindow) {
+            _closeStage(s, d, j, jobId, id);
+            return;
         }
+        if (st != IJobMarket.TaskStatus.Pending && st != IJobMarket.TaskStatus.Offered) revert IJobMarket.TaskNotClosable(id);
         address worker = t.worker;
         TaskFlow.close(s, j, jobId, t, id);
         if (st == IJobMarket.TaskStatus.Offered) d.pool.release(worker, j.workerCollateral);
+    }
+
+    /// @dev Close stage task `id` of a stopped job, past its challenge window, whose group can
+    /// never be whole: a stage of it was never drawn, or is Pending, Offered or Closed (a
+    /// stopped job draws and starts nothing). It is not paid: a stage cannot finish without
+    /// every other stage of its attempt, and a stage that ran and failed sends its group back,
+    /// so its result was fed by no partner (and no challenge can check it). Its worker loses
+    /// nothing: its whole collateral and pool slot come back; the cost goes to the submitter.
+    function _closeStage(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
+        private
+    {
+        IJobMarket.Task storage t = s.tasks[id];
+        // INVARIANT: a stage is paid only with its whole group (TaskFlow.stageBlocker); one
+        // that can never be paid leaves its window unpaid instead of holding its collateral.
+        if (block.number <= t.deadline || !TaskFlow.isStage(j, id)) revert IJobMarket.TaskNotClosable(id);
+        uint256 missing = _unheldStage(s, id, j.stages);
+        if (missing == 0) revert IJobMarket.TaskNotClosable(id);
+        TaskFlow.close(s, j, jobId, t, id);
+        _releaseStage(s, d, j, id, missing);
+    }
+
+    /// @dev The first other stage of task `id`'s group that nobody holds (never drawn,
+    /// Pending, Offered or Closed: on a stopped job, one that will never run); 0 if none.
+    function _unheldStage(MarketStore storage s, uint256 id, uint8 stages) private view returns (uint256) {
+        uint256[] memory ids = TaskFlow.siblings(id, stages);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            IJobMarket.TaskStatus st = s.tasks[ids[i]].status;
+            if (st <= IJobMarket.TaskStatus.Offered || st == IJobMarket.TaskStatus.Closed) return ids[i];
+        }
+        return 0;
     }
 
     /// @notice See IJobMarket.cancelJob (`expired` false) and expireJob (true).
@@ -172,9 +205,10 @@ library TaskRecovery {
     }
 
     /// @dev A running stage whose worker reported it blocked on another stage
-    /// (`reportStalled`: waiting on a silent stage, or on one nobody holds) is not the late
-    /// one: its deadline passing costs it nothing. It goes back unpaid and unpenalised, its
-    /// collateral released. True when that is the case (only reported stages are flagged).
+    /// (`reportStalled`) and whose group shows a stage it could really be waiting on
+    /// (`_excused`) is not the late one: its deadline passing costs it nothing. It goes back
+    /// unpaid and unpenalised, its collateral released. True when that is the case; a report
+    /// the group does not bear out is a false stall, and the stage pays as a silent one.
     function _stalledStage(
         MarketStore storage s,
         MarketDeps memory d,
@@ -184,6 +218,8 @@ library TaskRecovery {
         IJobMarket.TaskStatus st
     ) private returns (bool) {
         if (st != IJobMarket.TaskStatus.Running || s.tasks[id].flags & TaskFlow.FLAG_STALLED == 0) return false;
+        // INVARIANT: a stall is free only when confirmed: a false one costs the running timeout.
+        if (!_excused(s, id, j.stages)) return false;
         _releaseStage(s, d, j, id, id);
         // The group it waited with runs again (a stage that said nothing is left to its own
         // timeout, and pays it).
@@ -194,29 +230,87 @@ library TaskRecovery {
 
     /// @dev Stage task `id` failed after it started: send every other stage of its group that
     /// is offered or under way (running, committed, revealed, in its challenge window) back
-    /// too, unpaid and unpenalised, its collateral released. A stage in its own dispute is
-    /// left to its game (which sends it back if its group was reset, see `resolve`); Finalized
+    /// too, unpaid and unpenalised, its collateral released; on a stopped job they are closed
+    /// (TaskFlow.sendBack). A running stage past its deadline is not sent back free: one that
+    /// reported nothing is left to its own timeout, one whose stall report the group does not
+    /// bear out (`_excused`) pays its running timeout here. A stage in its own dispute is left
+    /// to its game (which sends it back if its group was reset, see `resolve`); Finalized
     /// never happens first (a group is paid together, TaskFlow.stageBlocker). At most
-    /// MAX_STAGES - 1 tasks.
+    /// MAX_STAGES - 1 tasks (and `_excused` for each reported one).
     function _resetGroup(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
         private
     {
         if (!TaskFlow.isStage(j, id)) return;
         uint256[] memory ids = TaskFlow.siblings(id, j.stages);
+        // A running stage past its deadline that reported being blocked is judged on the group
+        // as it stands now, before any stage of it moves (a stage sent back here would
+        // otherwise excuse it): the order in which a keeper times stages out changes nothing.
+        bool[] memory excused = new bool[](ids.length);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            IJobMarket.Task storage t = s.tasks[ids[i]];
+            if (t.status == IJobMarket.TaskStatus.Running && block.number > t.deadline && t.flags & TaskFlow.FLAG_STALLED != 0) {
+                excused[i] = _excused(s, ids[i], j.stages);
+            }
+        }
         for (uint256 i = 0; i < ids.length; ++i) {
             uint256 sibling = ids[i];
             IJobMarket.Task storage t = s.tasks[sibling];
             IJobMarket.TaskStatus st = t.status;
             if (st == IJobMarket.TaskStatus.Disputed) t.flags |= TaskFlow.FLAG_GROUP_RESET;
             if (st < IJobMarket.TaskStatus.Offered || st > IJobMarket.TaskStatus.ChallengeWindow) continue;
-            // A running stage past its deadline that never reported being blocked is the silent
-            // one: it is left to its own timeout (and its penalty), which resets the rest.
-            if (st == IJobMarket.TaskStatus.Running && block.number > t.deadline && t.flags & TaskFlow.FLAG_STALLED == 0) {
-                continue;
+            if (st == IJobMarket.TaskStatus.Running && block.number > t.deadline) {
+                // The silent one (it never reported being blocked) is left to its own timeout
+                // and its penalty, which resets the rest.
+                if (t.flags & TaskFlow.FLAG_STALLED == 0) continue;
+                // A false stall pays as its own timeout would.
+                if (!excused[i]) {
+                    _chargeRunningTimeout(s, d, j, jobId, sibling);
+                    continue;
+                }
             }
             _releaseStage(s, d, j, sibling, id);
             TaskFlow.sendBack(s, d, j, jobId, sibling, false);
         }
+    }
+
+    /// @dev Whether the group of running stage task `id` (past its deadline, its worker having
+    /// reported it blocked) shows a stage `id` could really be waiting on: one nobody holds
+    /// (never drawn, Pending, Offered or Closed; or in a dispute whose group was sent back: its
+    /// stage cannot run until the game ends), one running with a later deadline than `id`'s
+    /// (drawn or accepted after `id` was due, when nobody held it: the group's running stages
+    /// are otherwise kept at one deadline, TaskFlow.alignStages), or one running past its
+    /// deadline that reported nothing (the silent one: it pays its own timeout). A stage that
+    /// committed or revealed finished its part, so it blocked nobody; two stages that both
+    /// reported cannot be told apart on chain, and both pay. At most MAX_STAGES - 1 tasks.
+    function _excused(MarketStore storage s, uint256 id, uint8 stages) private view returns (bool) {
+        uint64 due = s.tasks[id].deadline;
+        uint256[] memory ids = TaskFlow.siblings(id, stages);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            IJobMarket.Task storage t = s.tasks[ids[i]];
+            IJobMarket.TaskStatus st = t.status;
+            if (st <= IJobMarket.TaskStatus.Offered || st == IJobMarket.TaskStatus.Closed) return true;
+            if (st == IJobMarket.TaskStatus.Disputed && t.flags & TaskFlow.FLAG_GROUP_RESET != 0) return true;
+            if (
+                st == IJobMarket.TaskStatus.Running
+                    && (t.deadline > due || (block.number > t.deadline && t.flags & TaskFlow.FLAG_STALLED == 0))
+            ) return true;
+        }
+        return false;
+    }
+
+    /// @dev Running stage task `id` missed its deadline with a false stall report: the
+    /// running timeout's penalty (to the submitter), the timeout in its history, and it is
+    /// sent back with its worker kept, so that the redraw excludes it.
+    function _chargeRunningTimeout(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
+        private
+    {
+        address worker = s.tasks[id].worker;
+        uint256 collateral = j.workerCollateral;
+        uint256 taken = d.stakeManager.penalize(worker, Escrow.share(collateral, d.timeoutPenaltyBps), j.submitter);
+        emit IJobMarket.TaskTimedOut(id, worker, IJobMarket.TaskStatus.Running, taken);
+        d.registry.recordTimeout(worker);
+        d.pool.release(worker, collateral - taken);
+        TaskFlow.sendBack(s, d, j, jobId, id, false);
     }
 
     /// @dev Stage task `id` goes back through no fault of its worker (cause `cause`): its

@@ -122,9 +122,15 @@ abstract contract MarketModel is MarketFixture {
             }
         } else if (s == IJobMarket.TaskStatus.ChallengeWindow) {
             // A stage whose group is not settled waits for the stage that blocks it, whose own
-            // exit this check covers in its turn (a timeout, a game, its window's end).
+            // exit this check covers in its turn (a timeout, a game, its window's end); on a
+            // stopped job a stage whose group can never be whole (a stage nobody will run) is
+            // closed instead (issue 27, finding 3).
             if (block.number > t.deadline && Stages.blocker(market, id) == 0) {
                 _exitWorks(address(market), abi.encodeCall(market.finalize, (id)), "", "finalize");
+            } else if (
+                block.number > t.deadline && j.status != IJobMarket.JobStatus.Active && Stages.unheld(market, id) != 0
+            ) {
+                _exitWorks(address(market), close, "", "closeTask (stage, group never whole, job stopped)");
             }
         } else if (s == IJobMarket.TaskStatus.Disputed) {
             uint256 gameId = game.gameOfTask(id);
