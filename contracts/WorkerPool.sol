@@ -22,6 +22,10 @@ contract WorkerPool is AccessControl, IWorkerPool {
     uint256 public constant MAX_DRAW_ATTEMPTS = 16;
     /// @inheritdoc IWorkerPool
     uint256 public constant COMMITTEE_DRAWS_PER_SEAT = 4;
+    /// @notice `Member.roles` bit: a verifier weight change waits for a refresh after a hold.
+    uint8 public constant VERIFIER_DEFERRED = 0x80;
+    /// @dev The role bits a member's cached `roles` keeps (ROLE_WORKER | ROLE_VERIFIER).
+    uint8 private constant ROLES = ROLE_WORKER | ROLE_VERIFIER;
     /// @notice Largest weight one member gets (stake × reputation is clamped to it).
     uint256 public constant MAX_MEMBER_WEIGHT = 2 ** 100;
 
@@ -197,25 +201,29 @@ contract WorkerPool is AccessControl, IWorkerPool {
     }
 
     /// @dev Recompute weights; `readRoles` re-reads the registry roles (joinPool and the
-    /// permissionless refresh), market touches use the roles cached at the last read.
+    /// permissionless refresh), market touches use the roles cached at the last read (and the
+    /// verifier tree too when a change of it was deferred by a hold).
     function _refresh(address account, bool readRoles) private {
         Member storage stored = _members[account];
         (uint8 registeredRoles, uint64 lastSeen, uint32 reputation, IIdentityRegistry.Capability memory cap) =
             registry.poolViewOf(account);
         if (readRoles) {
-            uint8 roles = registeredRoles & (ROLE_WORKER | ROLE_VERIFIER);
+            uint8 roles = (registeredRoles & ROLES) | (stored.roles & VERIFIER_DEFERRED);
             if (stored.roles != roles) stored.roles = roles;
         }
         Member memory m = stored;
         uint256 base;
-        if (m.joined && m.roles != 0 && lastSeen + livenessWindow >= block.number) {
+        if (m.joined && m.roles & ROLES != 0 && lastSeen + livenessWindow >= block.number) {
             if (m.active < _limit(cap.maxConcurrent)) base = _weight(stakeManager.freeStake(account), reputation);
         }
-        _setWeights(account, readRoles ? ROLE_WORKER | ROLE_VERIFIER : m.roles, base);
+        uint8 trees = readRoles || m.roles & VERIFIER_DEFERRED != 0 ? ROLES : m.roles;
+        _setWeights(account, trees, base);
     }
 
     /// @dev Set the weight in each tree named by `trees` (a role mask): `base` where the
-    /// member holds the role (cached), else 0.
+    /// member holds the role (cached), else 0. A verifier weight change while verifier draws
+    /// are held is deferred: the member is marked (VERIFIER_DEFERRED) so that its next
+    /// refresh after the hold makes it.
     function _setWeights(address account, uint8 trees, uint256 base) private {
         uint8 roles = _members[account].roles;
         if (trees & ROLE_WORKER != 0) {
@@ -227,14 +235,17 @@ contract WorkerPool is AccessControl, IWorkerPool {
         }
         if (trees & ROLE_VERIFIER != 0) {
             uint256 v = roles & ROLE_VERIFIER != 0 ? base : 0;
-            if (_verifiers.weightOf(account) != v) {
+            bool held = _verifiers.weightOf(account) != v && verifiersHeld();
+            if (held) {
                 // INVARIANT: no verifier weight moves between a draw's ticket and its settlement.
-                if (verifiersHeld()) {
-                    emit VerifierWeightDeferred(account, v);
-                } else {
-                    _verifiers.set(account, v);
-                    emit WeightUpdated(account, true, v);
-                }
+                if (roles & VERIFIER_DEFERRED == 0) _members[account].roles = roles | VERIFIER_DEFERRED;
+                emit VerifierWeightDeferred(account, v);
+                return;
+            }
+            if (roles & VERIFIER_DEFERRED != 0) _members[account].roles = roles & ROLES;
+            if (_verifiers.weightOf(account) != v) {
+                _verifiers.set(account, v);
+                emit WeightUpdated(account, true, v);
             }
         }
     }

@@ -18,7 +18,8 @@ ones): replay the task while the window is open; a mismatch on a ``repro`` job i
 challenged at once with the replay's root (bond = the task's collateral, from free stake).
 A pipeline stage is replayed once every other stage of its group has revealed, on the
 inputs they committed to sending it (truetrain.market.stage_run); pipelined jobs draw no
-audits (the contracts refuse an audit rate), so sampling is how their stages are checked.
+audits (the contracts refuse an audit rate), so sampling is how their stages are checked,
+and a verifier replays all of their stages unless ``--stage-sample-rate`` says less.
 
 A new job (``JobCreated``): a warm-up step of its model when the model compiles kernels
 (truetrain.daemon.warmup), so that a later audit's clock does not pay for compiling.
@@ -84,7 +85,10 @@ class VerifierDaemon(Daemon):
             log.info("drawn as referee", extra={"game": args["gameId"], "committee": args["committee"]})
 
     def sampled(self, task_id: int) -> bool:
-        rate = self.settings.sample_rate
+        """Whether to replay another worker's finished task: a stage task of a split job with
+        probability ``stage_sample_rate`` (all by default: nothing else checks it), any other
+        with ``sample_rate``, picked by a hash of task id and address."""
+        rate = self.settings.stage_sample_rate if self.reader.is_stage_task(task_id) else self.settings.sample_rate
         if rate <= 0:
             return False
         draw = int.from_bytes(keccak256(task_id.to_bytes(32, "big") + bytes.fromhex(self.address[2:]))[:8], "big")

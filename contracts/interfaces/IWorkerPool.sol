@@ -64,7 +64,9 @@ interface IWorkerPool is IStakeListener {
     /// @notice A pool member. `active` counts tasks it is assigned to (offered, running or
     /// auditing) and never exceeds its `maxConcurrent` (a declared 0 counts as 1). `roles`
     /// caches the registry roles (ROLE_WORKER | ROLE_VERIFIER bits) read at `joinPool` and
-    /// `refresh`; eligibility at draw time always reads the registry itself.
+    /// `refresh`; eligibility at draw time always reads the registry itself. Bit 128 of
+    /// `roles` (VERIFIER_DEFERRED) marks a verifier weight change deferred by a hold, which the
+    /// member's next refresh after the hold makes.
     struct Member {
         bool joined;
         uint16 active;

@@ -125,3 +125,23 @@ def test_noEligibleAuditor_waivesAudit(job_market, pool, submitter, w1, v1, mark
     with brownie.reverts(f"TaskAuditNotDue: {tid}"):
         job_market.settleAudit(tid, {"from": submitter})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+
+
+def test_lapsedAuditDraw_countsAsDrawn_andAsksForItsAuditorFromANewTicket(job_market, submitter, w1, v1, market_isolation):
+    """Nobody settled the draw inside its ticket's epoch: waiting must not help the worker, so
+    the draw counts as drawn (whatever the hash said) and its auditor comes from a new ticket;
+    the reveal is refused meanwhile."""
+    job_id, _ = new_job(job_market, submitter, auditRateBps=1, revealWindow=200)
+    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    job_market.acceptTask(tid, {"from": w1})
+    ticket = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1}).events["AuditRequested"]["ticket"]
+    mine_past(last_block(ticket))
+    assert chain.height + 1 <= ticket + 200  # still before the reveal deadline
+    with brownie.reverts(f"RandomnessUnavailable: {ticket}"):
+        job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
+    tx = job_market.settleAudit(tid, {"from": submitter})
+    again = tx.events["AuditRequested"]["ticket"]
+    assert again == ticket_for(tx.block_number) and "AuditorDrawn" not in tx.events
+    assert job_market.taskOf(tid)[3] & 16 and job_market.taskOf(tid)[2] == again + 200  # FLAG_AUDIT_DUE
+    mine_past(again)
+    assert job_market.settleAudit(tid, {"from": submitter}).events["AuditorDrawn"]["auditor"] == v1

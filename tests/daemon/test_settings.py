@@ -27,6 +27,7 @@ def test_load_settings_flagsBeatEnvironmentBeatFileBeatDefaults(tmp_path):
     assert settings.metrics_port == 9300         # flag over environment
     assert settings.rpc_url == "http://127.0.0.1:9999"  # given default
     assert settings.keeper is False and settings.sample_rate == 0.0  # the verifier table is not read
+    assert settings.stage_sample_rate == 1.0  # split jobs' stages draw no audits: replayed by default
     assert settings.device == "cpu"
 
 
@@ -54,6 +55,7 @@ def test_state_path_defaultsToOneFolderPerRoleAndAddress():
     ({"account_index": 2, "rpc_url": "127.0.0.1:8545"}, "rpc_url must be an http(s) URL, got '127.0.0.1:8545'"),
     ({"account_index": 2, "device": "tpu"}, "device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
     ({"account_index": 2, "sample_rate": 1.5}, "sample_rate must be in [0, 1], got 1.5"),
+    ({"account_index": 2, "stage_sample_rate": -0.5}, "stage_sample_rate must be in [0, 1], got -0.5"),
     ({"account_index": 2, "metrics_port": 70000}, "metrics_port must be an integer in [0, 65535], got 70000"),
     ({"account_index": 2, "max_concurrent": 0}, "max_concurrent must be an integer in [1, 255], got 0"),
     ({"account_index": 2, "log_format": "xml"}, "log_format must be json or text, got 'xml'"),

@@ -68,6 +68,9 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
     if sample_rate:
         options.append(click.option("--sample-rate", type=click.FloatRange(0, 1),
                                     help="Share of other finished tasks to replay [default: 0]."))
+        options.append(click.option("--stage-sample-rate", type=click.FloatRange(0, 1),
+                                    help="Share of split jobs' finished stage tasks to replay (they draw no "
+                                         "audits) [default: 1]."))
     if stages:
         options += [
             click.option("--mailbox-port", type=click.IntRange(0, 65535),

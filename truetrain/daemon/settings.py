@@ -38,6 +38,9 @@ class DaemonSettings:
     fetch throughput) this often and declares them when due (truetrain.daemon.network).
     ``keeper``: also do the permissionless upkeep (draw tasks, time out late ones, finalize).
     ``sample_rate``: share of other workers' finished tasks a verifier replays.
+    ``stage_sample_rate``: the same for the stage tasks of split jobs, which draw no audits
+    (the contracts refuse an audit rate for them), so sampling is their only check: all of
+    them by default, which makes a cheating stage lose whenever one honest verifier runs.
     ``memory_mib``: declare at most this much memory (0: what the device has); a worker
     declines tasks whose model needs more.
     ``metrics_port`` 0 turns the Prometheus endpoint off.
@@ -65,6 +68,7 @@ class DaemonSettings:
     network_check_blocks: int = 100
     keeper: bool = False
     sample_rate: float = 0.0
+    stage_sample_rate: float = 1.0
     region: int = 0
     max_concurrent: int = 1
     memory_mib: int = 0
@@ -93,8 +97,10 @@ class DaemonSettings:
             raise ConfigError(f"stage_wait_s must be > 0, got {self.stage_wait_s!r}")
         if not isinstance(self.mailbox_host, str) or not self.mailbox_host:
             raise ConfigError(f"mailbox_host must be a host name or address, got {self.mailbox_host!r}")
-        if not (isinstance(self.sample_rate, (int, float)) and 0 <= self.sample_rate <= 1):
-            raise ConfigError(f"sample_rate must be in [0, 1], got {self.sample_rate!r}")
+        for name in ("sample_rate", "stage_sample_rate"):
+            rate = getattr(self, name)
+            if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 <= rate <= 1):
+                raise ConfigError(f"{name} must be in [0, 1], got {rate!r}")
         for name, low, high in (("metrics_port", 0, 65535), ("confirmations", 0, 64), ("heartbeat_blocks", 1, 10**9),
                                 ("network_check_blocks", 1, 10**9),
                                 ("stake_wei", 0, 2**128 - 1), ("region", 0, 65535), ("max_concurrent", 1, 255),

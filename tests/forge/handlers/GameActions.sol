@@ -5,6 +5,8 @@ import {TaskActions} from "./TaskActions.sol";
 import {Traces} from "../utils/Traces.sol";
 import {IJobMarket} from "contracts/interfaces/IJobMarket.sol";
 import {IDisputeGame} from "contracts/interfaces/IDisputeGame.sol";
+import {FutureRandomness} from "contracts/libraries/FutureRandomness.sol";
+import {IWorkerPool} from "contracts/interfaces/IWorkerPool.sol";
 
 /// @title GameActions: the market handler's dispute actions
 /// @notice Challenges (C0 and V0 challenge only wrong results, with the true trace; C1
@@ -42,6 +44,34 @@ abstract contract GameActions is TaskActions {
 
     function drawReferees(uint256 seed) external step {
         (uint256 gameId,) = _pickGame(seed, _drawableCommittee);
+        _keeper(address(game), abi.encodeCall(game.drawReferees, (gameId)));
+    }
+
+    /// A staker tops up or cuts its stake once a committee draw's hash is public, to steer its
+    /// seats: every seat other than the mover's own stays with a verifier the draw seated
+    /// before the move (issue 27, finding 2). Then the committee is drawn.
+    function grindCommittee(uint256 seed, uint256 moverSeed, uint256 amount) external step {
+        (uint256 gameId, IDisputeGame.Game memory g) = _pickGame(seed, _drawableCommittee);
+        bytes32 random = keccak256(abi.encode(blockhash(g.deadline), bytes32(gameId)));
+        bytes32 draw = keccak256(abi.encode(random, g.committee + 1));
+        IWorkerPool.Requirements memory req = IWorkerPool.Requirements(0, 0, 0, game.refereeStake(), g.worker, 0, 0);
+        address[] memory before = pool.drawCommittee(draw, game.committeeSize(), req, g.challenger);
+        address mover = _staker(moverSeed);
+        if (amount % 2 == 0 || stakeManager.freeStake(mover) == 0) {
+            _stake(mover, bound(amount, 1, 500 ether));
+        } else {
+            uint256 cut = bound(amount, 1, stakeManager.freeStake(mover));
+            vm.prank(mover);
+            stakeManager.requestUnstake(cut);
+        }
+        address[] memory afterMove = pool.drawCommittee(draw, game.committeeSize(), req, g.challenger);
+        for (uint256 i = 0; i < afterMove.length; ++i) {
+            bool kept = afterMove[i] == mover;
+            for (uint256 k = 0; k < before.length && !kept; ++k) {
+                kept = before[k] == afterMove[i];
+            }
+            _check(kept, "M21: a stake move steered a committee seat");
+        }
         _keeper(address(game), abi.encodeCall(game.drawReferees, (gameId)));
     }
 
@@ -205,7 +235,7 @@ abstract contract GameActions is TaskActions {
 
     function _drawableCommittee(uint256, IDisputeGame.Game memory g) internal view returns (bool) {
         return g.status == IDisputeGame.GameStatus.AwaitingReferees && block.number > g.deadline
-            && block.number <= uint256(g.deadline) + 256;
+            && !FutureRandomness.lapsed(g.deadline);
     }
 
     function _committing(uint256, IDisputeGame.Game memory g) internal view returns (bool) {
@@ -223,6 +253,6 @@ abstract contract GameActions is TaskActions {
     function _gameTimeoutable(uint256, IDisputeGame.Game memory g) internal view returns (bool) {
         if (g.status == IDisputeGame.GameStatus.Bisecting) return block.number > _clockLeft(g);
         if (g.status == IDisputeGame.GameStatus.Committing) return block.number > g.deadline;
-        return g.status == IDisputeGame.GameStatus.AwaitingReferees && block.number > uint256(g.deadline) + 256;
+        return g.status == IDisputeGame.GameStatus.AwaitingReferees && FutureRandomness.lapsed(g.deadline);
     }
 }

@@ -5,6 +5,7 @@ import {MarketHandlerBase} from "./MarketHandlerBase.sol";
 import {IJobMarket} from "contracts/interfaces/IJobMarket.sol";
 import {IWorkerPool} from "contracts/interfaces/IWorkerPool.sol";
 import {Stages} from "../utils/Stages.sol";
+import {FutureRandomness} from "contracts/libraries/FutureRandomness.sol";
 
 /// @title TaskActions: the market handler's job and task actions
 /// @notice Submitters create, cancel and expire jobs; a keeper draws tasks, settles audit
@@ -101,6 +102,32 @@ abstract contract TaskActions is MarketHandlerBase {
 
     function settleAudit(uint256 seed) external step {
         (uint256 id,) = _pickTask(seed, _settleable);
+        _settle(id);
+    }
+
+    /// A staker tops up or cuts its stake once an audit draw's hash is public, to steer it:
+    /// the auditor the draw would seat stays the same, unless the mover itself was reached by
+    /// the draw (it may only seat or unseat itself: WorkerPool takes candidates out, never
+    /// retries). Then the draw is settled (issue 27, finding 1).
+    function grindAuditDraw(uint256 seed, uint256 moverSeed, uint256 amount) external step {
+        (uint256 id, IJobMarket.Task memory t) = _pickTask(seed, _settleable);
+        uint64 ticket = uint64(_ticket(id, t));
+        if (FutureRandomness.lapsed(ticket) || !_drawsAudit(id, t)) return;
+        bytes32 draw = keccak256(abi.encode(keccak256(abi.encode(blockhash(ticket), bytes32(id))), "auditor"));
+        IJobMarket.Job memory j = market.jobOf(id >> 64);
+        IWorkerPool.Requirements memory req =
+            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, market.auditorCollateral(), t.worker, 0, 0);
+        address before = pool.sample(draw, req, true);
+        address mover = _staker(moverSeed);
+        if (amount % 2 == 0 || stakeManager.freeStake(mover) == 0) {
+            _stake(mover, bound(amount, 1, 500 ether));
+        } else {
+            uint256 cut = bound(amount, 1, stakeManager.freeStake(mover));
+            vm.prank(mover);
+            stakeManager.requestUnstake(cut);
+        }
+        address afterMove = pool.sample(draw, req, true);
+        _check(afterMove == before || afterMove == mover || before == mover, "M21: a stake move steered an audit draw");
         _settle(id);
     }
 
@@ -366,7 +393,7 @@ abstract contract TaskActions is MarketHandlerBase {
             return t.flags & FLAG_AUDIT_COMMITTED != 0 && kindOf(t.worker) != Kind.QuittingWorker;
         }
         if (!_unsettled(id, t)) return true;
-        return block.number > _ticket(id, t) && !_drawsAudit(id, t);
+        return block.number > _ticket(id, t) && !FutureRandomness.lapsed(uint64(_ticket(id, t))) && !_drawsAudit(id, t);
     }
 
     function _auditRevealable(uint256, IJobMarket.Task memory t) internal view returns (bool) {

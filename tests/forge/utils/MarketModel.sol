@@ -7,6 +7,7 @@ import {IJobMarket} from "contracts/interfaces/IJobMarket.sol";
 import {IDisputeGame} from "contracts/interfaces/IDisputeGame.sol";
 import {IStakeManager} from "contracts/interfaces/IStakeManager.sol";
 import {Stages} from "./Stages.sol";
+import {FutureRandomness} from "contracts/libraries/FutureRandomness.sol";
 
 /// @title MarketModel: what the market's state implies, for the market invariants
 /// @notice Reads the stack's state and derives what it must hold: the stake every live task
@@ -148,7 +149,7 @@ abstract contract MarketModel is MarketFixture {
             uint256 expiry = g.lastMoveBlock + (g.turn == IDisputeGame.Party.Worker ? g.workerClock : g.challengerClock);
             if (block.number > expiry) _exitWorks(address(game), timeout, "", "game timeout (clock)");
         } else if (g.status == IDisputeGame.GameStatus.AwaitingReferees) {
-            if (block.number > uint256(g.deadline) + 256) {
+            if (FutureRandomness.lapsed(g.deadline)) {
                 _exitWorks(address(game), timeout, "", "game timeout (referee draw lapsed)");
             } else if (block.number > g.deadline) {
                 _exitWorks(address(game), abi.encodeCall(game.drawReferees, (gameId)), "", "drawReferees");
