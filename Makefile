@@ -71,7 +71,7 @@ $(STAMPS)/chromium: $(STAMPS)/venv
 compile: setup ## Compile the contracts (brownie, through the solc facade)
 	brownie compile
 
-test: setup ## Run the whole test suite in parallel lanes: pytest (each lane starts and stops its own Anvil and IPFS dev nodes) and the forge invariants (128 runs x depth 64 each; FORGE_INVARIANT_RUNS=N to change); PYTEST_ARGS=... runs one plain pytest instead
+test: setup ## Run the whole test suite in parallel lanes: pytest (each lane starts and stops its own Anvil, on a port free at start, and IPFS dev nodes) and the forge invariants (256 runs x depth 64, one campaign a suite: ~100 CPU-s; FORGE_INVARIANT_RUNS=N to change); PYTEST_ARGS=... runs one plain pytest instead
 	FORGE_ARGS="$(FORGE_ARGS)" $(PY) scripts/run_tests.py $(PYTEST_ARGS)
 
 demo: compile ## Run the main job end to end: devnet up, 3 worker + 1 verifier daemons, a digits job of 3 shards x 3 rounds

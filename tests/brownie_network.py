@@ -5,15 +5,56 @@ brownie 1.22 fails to merge ``networks.development.cmd_settings`` from brownie-c
 into brownie's in-memory network table here, before brownie's own plugin connects. Tests
 get their own port (``TT_ANVIL_PORT``, default 18545) so they never attach to a devnet the
 user left running on 8545.
+
+brownie attaches to whatever already answers on its port instead of starting its Anvil: a
+run beside a devnet on 18545 once sent its transactions to that node and failed 11 tests
+('max fee per gas less than block base fee'). So a session whose port is taken stops at its
+start with one line, and brownie's attach is refused outright (the port could be taken
+between that check and brownie's launch).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 
+import pytest
 from brownie._config import CONFIG
+from brownie.network.rpc import Rpc
 
 TEST_ANVIL_PORT = int(os.environ.get("TT_ANVIL_PORT", "18545"))
+
+
+def port_taken(port: int) -> str:
+    """The one line a session stops with when another process holds its Anvil port."""
+    return f"port {port} is taken by another process: set TT_ANVIL_PORT to a free port"
+
+
+def port_is_bindable(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a listener could bind ``host:port`` now, as Anvil will (SO_REUSEADDR, as
+    tokio sets it: a closed node's lingering connections do not count as taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    # tryfirst: before the terminal's header, so the refusal is the session's only line
+    if not port_is_bindable(TEST_ANVIL_PORT):
+        raise pytest.UsageError(port_taken(TEST_ANVIL_PORT))
+
+
+def _refuse_attach(self, laddr):
+    port = laddr[1] if isinstance(laddr, tuple) else laddr.rsplit(":", 1)[-1]
+    raise pytest.UsageError(port_taken(int(port)))
+
+
+Rpc.attach = _refuse_attach
 
 CONFIG.networks["development"]["cmd_settings"] = {
     "port": TEST_ANVIL_PORT,

@@ -15,11 +15,13 @@ import {IIdentityRegistry, ROLE_WORKER, ROLE_VERIFIER} from "contracts/interface
 /// @notice The fuzzer calls only MarketHandler (every action in `setUp`'s selector list, some
 /// weighted): staking, identities, jobs, draws, commits, reveals, audits, challenges,
 /// bisection moves, referee draws and votes, verdicts, every timeout and exit, finalizations,
-/// withdrawals, donations and the clock. After every call each `invariant_*` below must hold
+/// withdrawals, donations and the clock. After every call each `_assert*` below must hold
 /// (properties T1, S1, M1-M4, M6, M10, M12, M13, D1, D2, C5, C6 of contracts/PROPERTIES.md).
-/// Each invariant is its own campaign of `runs` x `depth` calls (foundry.toml: 256 x 64;
-/// `make fuzz`: 10,000 x 64). Model computations (what live work holds, what an exit is)
-/// are in MarketModel.
+/// They are checked by one invariant, so one campaign of `runs` x `depth` calls (foundry.toml
+/// and `make test`: 256 x 64; `make fuzz`: 10,000 x 64) tests them all: as five invariants
+/// (five campaigns) with a fixed seed they drew nearly the same call sequences five times,
+/// for five times the CPU. Model computations (what live work holds, what an exit is) are
+/// in MarketModel.
 /// Run: `forge test --match-path tests/forge/Market.invariants.t.sol` (make forge-test); add
 /// -vv for the coverage log (protocol events seen, all campaigns of the process together).
 /// The handler only makes calls its model of the protocol says must succeed, or discards
@@ -98,7 +100,7 @@ contract MarketInvariants is MarketModel {
         targetSelector(FuzzSelector({addr: address(handler), selectors: s}));
     }
 
-    /// Every invariant runs at the handler's block and first asserts the handler's per-call
+    /// The invariant runs at the handler's block and first asserts the handler's per-call
     /// checks (a refresh sets the model weight; finalizeMany pays a due task).
     modifier atHandlerBlock() {
         vm.roll(handler.currentBlock());
@@ -106,12 +108,26 @@ contract MarketInvariants is MarketModel {
         _;
     }
 
+    /// Every property below, after every call. The drawn tasks, their states and what their
+    /// live work holds are read once for all. The draw-weight check comes last: it refreshes
+    /// each member, which the checks before it must not see (forge discards it after the call).
+    function invariant_everyPropertyHolds() public atHandlerBlock {
+        uint256[] memory ids = handler.allTasks();
+        IJobMarket.Task[] memory tasks = _tasksOf(ids);
+        (uint256[] memory locked, uint256[] memory slots) = _liveWork(ids, tasks);
+        _assertTokenConservation();
+        _assertSolvency(ids, tasks, locked);
+        _assertOnePayoutPerTaskAndGame(ids, tasks);
+        _assertEveryOverdueStateHasAnExit(ids);
+        _assertDrawWeightsFollowFreeStake(slots);
+    }
+
     // ================================================================ (1) conservation
 
     /// Σ balances of every holder (actors, keeper, handler, this, every contract of the
     /// stack) + totalBurned == totalMinted == what the handler minted; Σ == totalSupply
     /// (so no other address holds a token).
-    function invariant_tokenConservation() public atHandlerBlock {
+    function _assertTokenConservation() internal view {
         uint256 sum = _balance(address(market)) + _balance(address(stakeManager)) + _balance(address(pool))
             + _balance(address(game)) + _balance(address(registry)) + _balance(address(timelock))
             + _balance(address(token)) + _balance(address(handler)) + _balance(address(this))
@@ -135,11 +151,13 @@ contract MarketInvariants is MarketModel {
     /// stake, and every account's locked stake == Σ of the collaterals, auditor collaterals,
     /// challenge bonds and referee stakes its live tasks and games hold (M12, D2): so every
     /// bond a game can slash is held, and nothing stays locked after its task or game ended.
-    function invariant_solvency() public atHandlerBlock {
+    function _assertSolvency(uint256[] memory ids, IJobMarket.Task[] memory tasks, uint256[] memory locked)
+        internal
+        view
+    {
         uint256 staked;
         uint256 stakeCredits;
         uint256 marketCredits;
-        (uint256[] memory locked,) = _liveWork();
         for (uint256 i = 0; i < handler.ACTORS(); ++i) {
             address who = handler.actor(i);
             IStakeManager.StakeInfo memory info = stakeManager.stakeOf(who);
@@ -168,7 +186,7 @@ contract MarketInvariants is MarketModel {
             "M2: market balance != owed + donations"
         );
         assertEq(market.totalCredits(), marketCredits, "M2: market totalCredits != sum of credits");
-        assertEq(market.totalEscrow(), _checkJobEscrows(), "M2: totalEscrow != sum of job escrows");
+        assertEq(market.totalEscrow(), _checkJobEscrows(ids, tasks), "M2: totalEscrow != sum of job escrows");
         assertEq(_balance(address(game)), handler.ghostDonated(address(game)), "D1: the game holds tokens");
     }
 
@@ -178,14 +196,13 @@ contract MarketInvariants is MarketModel {
     /// from every action's logs; a task is paid or refunded (TaskClosed), not both; a game is
     /// settled or voided, not both; Finalized, Closed, Resolved and Voided are terminal and
     /// reached by exactly that one event (M4, D2).
-    function invariant_onePayoutPerTaskAndGame() public atHandlerBlock {
-        uint256[] memory ids = handler.allTasks();
+    function _assertOnePayoutPerTaskAndGame(uint256[] memory ids, IJobMarket.Task[] memory tasks) internal view {
         for (uint256 i = 0; i < ids.length; ++i) {
             uint256 id = ids[i];
             uint256 paid = handler.finalizedCount(id);
             uint256 closed = handler.closedCount(id);
             assertLe(paid + closed, 1, string.concat("M4: task paid or refunded twice: ", vm.toString(id)));
-            IJobMarket.TaskStatus s = market.taskOf(id).status;
+            IJobMarket.TaskStatus s = tasks[i].status;
             assertEq(s == IJobMarket.TaskStatus.Finalized, paid == 1, "M4: Finalized without exactly one payout");
             assertEq(s == IJobMarket.TaskStatus.Closed, closed == 1, "M4: Closed without exactly one refund");
         }
@@ -209,8 +226,7 @@ contract MarketInvariants is MarketModel {
     /// Bisecting past the mover's clock, Committing past its window, AwaitingReferees past the
     /// ticket + 256: timeout; AwaitingReferees past its ticket: drawReferees; Revealing past
     /// its window: resolve; an Active job past its expiry: expireJob.
-    function invariant_everyOverdueStateHasAnExit() public atHandlerBlock {
-        uint256[] memory ids = handler.allTasks();
+    function _assertEveryOverdueStateHasAnExit(uint256[] memory ids) internal {
         for (uint256 i = 0; i < ids.length; ++i) {
             _checkTaskExit(ids[i]);
         }
@@ -247,8 +263,7 @@ contract MarketInvariants is MarketModel {
     /// (d) Σ member weights == the tree's total; (e) each member's active-task count == the
     ///     live tasks holding a pool slot of it (as worker or auditor; an audit-mismatch
     ///     dispute frees both slots, a challenge holds them) (M13).
-    function invariant_drawWeightsFollowFreeStake() public atHandlerBlock {
-        (, uint256[] memory slots) = _liveWork();
+    function _assertDrawWeightsFollowFreeStake(uint256[] memory slots) internal {
         uint256[2] memory totals;
         uint256[2] memory treeTotals = [pool.totalWeight(false), pool.totalWeight(true)];
         for (uint256 i = 0; i < handler.ACTORS(); ++i) {

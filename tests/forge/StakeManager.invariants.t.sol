@@ -7,8 +7,10 @@ import {IStakeManager} from "contracts/interfaces/IStakeManager.sol";
 
 /// @title StakeManager invariants (forge): TrainToken conservation and StakeManager solvency
 /// @notice The fuzzer calls only StakeHandler (every one of its actions); after each call the
-/// `invariant_*` functions below must hold. Properties T1, S1, S2, S3 of contracts/PROPERTIES.md,
-/// plus the per-call checks the handler makes (S4, S5, S6, S7).
+/// `_assert*` functions below must hold. Properties T1, S1, S2, S3 of contracts/PROPERTIES.md,
+/// plus the per-call checks the handler makes (S4, S5, S6, S7). One invariant checks them all,
+/// so one campaign of `runs` x `depth` calls tests every property (as five invariants with a
+/// fixed seed they drew the same call sequences five times over).
 /// Run: `forge test --match-path tests/forge/StakeManager.invariants.t.sol` (make forge-test).
 /// forge-config: default.invariant.fail-on-revert = true
 contract StakeManagerInvariants is StakeFixture {
@@ -42,8 +44,17 @@ contract StakeManagerInvariants is StakeFixture {
 
     // ================================================================ invariants
 
+    /// Every property below, after every call.
+    function invariant_everyPropertyHolds() public view {
+        _assertPerCallChecksHeld();
+        _assertTokenConservation();
+        _assertStakeManagerSolvent();
+        _assertLockedWithinActive();
+        _assertTotalsEqualSums();
+    }
+
     /// T1: Σ balances of every holder + totalBurned == totalMinted, and Σ balances == totalSupply.
-    function invariant_tokenConservation() public view {
+    function _assertTokenConservation() internal view {
         uint256 sum = token.balanceOf(address(stakeManager)) + token.balanceOf(address(handler))
             + token.balanceOf(address(this)) + token.balanceOf(address(token));
         for (uint256 i = 0; i < handler.ACTORS(); ++i) {
@@ -56,7 +67,7 @@ contract StakeManagerInvariants is StakeFixture {
     }
 
     /// S1: the StakeManager holds at least what it owes (exactly that plus direct transfers).
-    function invariant_stakeManagerSolvent() public view {
+    function _assertStakeManagerSolvent() internal view {
         uint256 owed = stakeManager.totalStaked() + stakeManager.totalCredits();
         uint256 balance = token.balanceOf(address(stakeManager));
         assertGe(balance, owed, "S1: balance < totalStaked + totalCredits");
@@ -64,7 +75,7 @@ contract StakeManagerInvariants is StakeFixture {
     }
 
     /// S2: locked <= active for every account.
-    function invariant_lockedWithinActive() public view {
+    function _assertLockedWithinActive() internal view {
         for (uint256 i = 0; i < handler.ACTORS(); ++i) {
             IStakeManager.StakeInfo memory info = stakeManager.stakeOf(handler.actor(i));
             assertLe(info.locked, info.active, "S2: locked > active");
@@ -73,7 +84,7 @@ contract StakeManagerInvariants is StakeFixture {
 
     /// S3: totalStaked == Σ (active + unbonding), totalCredits == Σ credits (over every account
     /// that can hold either: the actors), and both equal the handler's ghost totals.
-    function invariant_totalsEqualSums() public view {
+    function _assertTotalsEqualSums() internal view {
         uint256 staked;
         uint256 owed;
         for (uint256 i = 0; i < handler.ACTORS(); ++i) {
@@ -90,7 +101,7 @@ contract StakeManagerInvariants is StakeFixture {
 
     /// S4-S7: the handler's per-call checks (early withdrawal reverts, deduction order, slash
     /// split with at least MIN_BURN_BPS burned, withdrawals pay exactly what is owed).
-    function invariant_perCallChecksHeld() public view {
+    function _assertPerCallChecksHeld() internal view {
         assertEq(bytes(handler.violation()).length, 0, string.concat("per-call check: ", handler.violation()));
     }
 }

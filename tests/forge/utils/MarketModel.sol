@@ -24,21 +24,34 @@ abstract contract MarketModel is MarketFixture {
 
     // ================================================================ locks and slots
 
+    /// The state of every task the suite drew (`ids`, the handler's list), read once for all
+    /// the checks of one call (`_liveWork`, `_checkJobEscrows` and the invariant's own):
+    /// each check reading them again cost a large part of the campaign's time.
+    function _tasksOf(uint256[] memory ids) internal view returns (IJobMarket.Task[] memory tasks) {
+        tasks = new IJobMarket.Task[](ids.length);
+        for (uint256 i = 0; i < ids.length; ++i) {
+            tasks[i] = market.taskOf(ids[i]);
+        }
+    }
+
     /// Per actor (by index): the stake its live work holds locked, and the pool slots it holds.
     /// A task Offered .. ChallengeWindow or Disputed holds the worker's collateral and, with
     /// an auditor, the auditor's collateral; both hold a pool slot, except in a dispute opened
     /// by an audit mismatch (the market released the slots). A live challenge game holds the
     /// challenger's bond (an audit game's bond is the auditor collateral, counted with the
     /// task); a committee that is voting holds each seated referee's stake.
-    function _liveWork() internal view returns (uint256[] memory locked, uint256[] memory slots) {
+    function _liveWork(uint256[] memory ids, IJobMarket.Task[] memory tasks)
+        internal
+        view
+        returns (uint256[] memory locked, uint256[] memory slots)
+    {
         uint256 actors = handler.ACTORS();
         locked = new uint256[](actors);
         slots = new uint256[](actors);
         uint256 auditorCollateral = market.auditorCollateral();
         uint256[] memory collateral = new uint256[](market.jobCount() + 1); // by job, read once
-        uint256[] memory ids = handler.allTasks();
         for (uint256 i = 0; i < ids.length; ++i) {
-            IJobMarket.Task memory t = market.taskOf(ids[i]);
+            IJobMarket.Task memory t = tasks[i];
             if (!_holdsStake(t.status)) continue;
             uint256 jobId = ids[i] >> 64;
             if (collateral[jobId] == 0) collateral[jobId] = market.jobOf(jobId).workerCollateral;
@@ -71,13 +84,16 @@ abstract contract MarketModel is MarketFixture {
     /// Assert every job's escrow is exactly what it still owes: (tasks given an id that are
     /// neither Finalized nor Closed, plus tasks never drawn unless the job was stopped and
     /// refunded them) x (reward + audit fee), plus its surplus. Returns Σ escrow.
-    function _checkJobEscrows() internal view returns (uint256 sum) {
+    function _checkJobEscrows(uint256[] memory ids, IJobMarket.Task[] memory tasks)
+        internal
+        view
+        returns (uint256 sum)
+    {
         uint256 jobs = market.jobCount();
         uint256[] memory seen = new uint256[](jobs + 1); // tasks of the job the suite saw drawn
         uint256[] memory owed = new uint256[](jobs + 1); // of which neither Finalized nor Closed
-        uint256[] memory ids = handler.allTasks();
         for (uint256 i = 0; i < ids.length; ++i) {
-            IJobMarket.TaskStatus s = market.taskOf(ids[i]).status;
+            IJobMarket.TaskStatus s = tasks[i].status;
             assertTrue(s != IJobMarket.TaskStatus.None, "M6: a drawn task has no state");
             seen[ids[i] >> 64] += 1;
             if (s != IJobMarket.TaskStatus.Finalized && s != IJobMarket.TaskStatus.Closed) owed[ids[i] >> 64] += 1;
