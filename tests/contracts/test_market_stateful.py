@@ -249,11 +249,12 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
         def no_task_paid_twice(self):
             assert all(n == 1 for n in self.paid.values())
 
-    # 20 fixed examples (derandomized): 12 reached no challenge or dispute, and no audit past its request.
+    # 20 fixed examples (derandomized). Hypothesis's choices are fixed, but the chain's are not:
+    # audit and referee draws follow block hashes, which follow Anvil's wall-clock timestamps,
+    # and since draws wait for tickets inside epochs (issue 27) a run reaches a cancellation,
+    # a round's end or a whole dispute in some runs and not in others. What every run reaches
+    # is asserted here; the dispute phases are asserted by the seeded dispute walk
+    # (test_dispute_stateful.py) and a cancellation by test_market_jobs.py.
     run_state_machine_as_test(Market, settings=fixed_draws(max_examples=20, stateful_step_count=50))
-    # The walk's examples are fixed, so what they reach is too: the lifecycle, timeouts, a
-    # cancellation, a round's end, and a challenge whose dispute is bisected, runs out its
-    # clock and slashes the loser. A change that stops reaching one of these fails here.
-    want = {"TaskFinalized", "TaskTimedOut", "JobCancelled", "RoundAdvanced", "Withdrawn", "TaskChallenged",
-            "DisputeBisected", "ClockExpired", "DisputeResolved", "StakeSlashed", "TaskRequeued"}
+    want = {"TaskFinalized", "TaskTimedOut", "Withdrawn"}
     assert want <= set(reached), want - set(reached)
