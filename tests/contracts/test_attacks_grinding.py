@@ -86,18 +86,19 @@ def test_refereeSeatGrinding_noTopUpChangesTheCommittee(
 
 def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
         job_market, registry, stake_manager, pool, token, deployer, submitter, w1):
-    """45 stale workers of 50: over 200 enumerated seeds a draw finds one of the 5 live ones
-    whenever one of them is among its 16 distinct candidates (164 seeds here), where the
-    draw with replacement over 8 attempts found one for 112."""
+    """27 stale workers of 30 (the review's 45 of 50, scaled down): over 200 enumerated seeds
+    a draw finds one of the 3 live ones whenever one of them is among its 16 distinct
+    candidates (about 91 % of seeds), where the draw with replacement over 8 attempts found
+    one for 112 of 200 at 45 of 50."""
     live = [w1]
     stale = []
-    for i in range(49):
+    for i in range(29):
         acct = accounts.add()
         accounts[0].transfer(acct, 10**17)
         register(registry, acct, ROLE_WORKER)
         stake(token, stake_manager, acct, deployer=deployer)
         pool.joinPool({"from": acct})
-        (live if i < 4 else stale).append(acct)
+        (live if i < 2 else stale).append(acct)
     window = pool.livenessWindow()
     chain.mine(window + 1)  # everybody is stale now; the live five heartbeat again
     for acct in live:
@@ -107,7 +108,7 @@ def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
     drawn = [pool.sample(web3.keccak(i.to_bytes(32, "big")), req, False) for i in range(200)]
     found = [d for d in drawn if int(d, 16)]
     assert {str(d) for d in found} <= {str(a) for a in live}
-    assert len(found) >= 150, len(found)  # 164 here; P(16 distinct candidates all stale) is about 13 %
+    assert len(found) >= 160, len(found)  # P(16 distinct candidates all stale) is about 9 %
     # An assignment evicts the stale candidates it passed over (the market's role, granted to a
     # test account so that the seeds are enumerated rather than taken from prevrandao).
     assigner = accounts[17]
@@ -119,5 +120,5 @@ def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
         # (a live worker drawn to its concurrency limit leaves the tree too: not counted here)
         evicted |= {str(e["account"]) for e in tx.events["WeightUpdated"] if e["weight"] == 0} & stale_set \
             if "WeightUpdated" in tx.events else set()
-    assert len(evicted) >= 8, len(evicted)
+    assert len(evicted) >= 5, len(evicted)
     assert {a for a in stale_set if pool.weightOf(a, False) == 0} == evicted
