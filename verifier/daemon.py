@@ -153,7 +153,7 @@ class VerifierDaemon(Daemon):
         if task.status == TaskStatus.COMMITTED and not task.audit_committed:
             if entry.root is None or entry.salt is None:
                 entry = self.replay(entry.task_id, AUDIT)
-            self.send("commitAudit", market.commitAudit(entry.task_id, audit_commitment(entry.root, entry.salt, self.address)))
+            self.send("commitAudit", market.commitAudit(entry.task_id, audit_commitment(entry.task_id, entry.root, entry.salt, self.address)))
         elif task.status == TaskStatus.REVEALED and task.audit_committed and not task.audit_revealed:
             self.send("revealAudit", market.revealAudit(entry.task_id, entry.root, entry.salt))
 
