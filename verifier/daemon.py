@@ -7,7 +7,7 @@ Audit (``AuditorDrawn`` names this verifier) — ``step`` reads the task from th
   truetrain.daemon.lane, while the loop goes on) from its committed inputs (the same
   verified manifest, shard and start checkpoint the worker used, or the round's results
   for an aggregation task), publish the replay's checkpoints, persist root, bundle CID and
-  salt, commit ``h(root, salt, auditor)``;
+  salt, commit ``h(task, root, salt, auditor)``;
 * Revealed (the worker revealed after our commit) → reveal our root; the market compares;
 * later states → done: ChallengeWindow/Finalized mean the roots matched, Disputed not (then
   the audit's game is opened, by us or by the worker).
