@@ -27,14 +27,14 @@ ROOT, SALT, CID = b"\x11" * 32, b"\x22" * 32, "bafyresultcheckpoint"
 ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
 
 
-def commitment(worker: str, root: bytes = ROOT) -> bytes:
-    """JobMarket's result commitment: keccak(root, cid, salt, worker)."""
-    return Web3.keccak(encode(["bytes32", "string", "bytes32", "address"], [root, CID, SALT, worker]))
+def commitment(task_id: int, worker: str, root: bytes = ROOT) -> bytes:
+    """JobMarket's result commitment: keccak(taskId, root, cid, salt, worker)."""
+    return Web3.keccak(encode(["uint256", "bytes32", "string", "bytes32", "address"], [task_id, root, CID, SALT, worker]))
 
 
-def audit_commitment(auditor: str, root: bytes) -> bytes:
-    """JobMarket's audit commitment: keccak(root, salt, auditor)."""
-    return Web3.keccak(encode(["bytes32", "bytes32", "address"], [root, SALT, auditor]))
+def audit_commitment(task_id: int, auditor: str, root: bytes) -> bytes:
+    """JobMarket's audit commitment: keccak(taskId, root, salt, auditor)."""
+    return Web3.keccak(encode(["uint256", "bytes32", "bytes32", "address"], [task_id, root, SALT, auditor]))
 
 
 class Bench:

@@ -2,7 +2,8 @@
 
 For every strategy issue 12 names (honest; wrong result; wrong result then silent when
 audited; audit peeking; auditor collusion; referee seat buying; self-dealing for
-reputation; challenge spam; griefing by never settling) this prints the expected profit per
+reputation; challenge spam; griefing by never settling) and issue 27's audit-draw grinding
+by stake top-up (the seat buyer also tries top-ups before each committee draw), this prints the expected profit per
 task at the default job terms (the submitter CLI's) and the deployment's defaults, as
 ``truetrain.market.economics`` computes it from the parameters read off the deployed
 contracts, then plays the strategy for --tasks tasks on a fresh Anvil with the real
@@ -25,12 +26,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from devstack import CID, ROLE_SUBMITTER, ROLE_VERIFIER, ROLE_WORKER, SALT, Bench, E, commitment  # sets sys.path
-from players import CHEAT, CHEAT_ROOT, HONEST, HONEST_ROOT, SPAM, Cast, Players
+from players import CHEAT, CHEAT_ROOT, HONEST, HONEST_ROOT, SPAM, TOP_UPS, Cast, Players
 from truetrain.chain.artifacts import decode_error
 from truetrain.chain.deploy import StackParams
 from truetrain.chain.devnet import free_port, start_anvil
 from truetrain.market import economics as model
 from truetrain.market.jobs import DEFAULT_TERMS
+from truetrain.market.randomness import EPOCH
 from web3.exceptions import ContractCustomError
 
 HONEST_VERIFIERS = 7
@@ -102,9 +104,19 @@ class Economy:
         if colluder_identities:
             total = round(HONEST_VERIFIERS * VERIFIER_STAKE * COLLUDER_SHARE / (1 - COLLUDER_SHARE))
             colluders = [self.b.new_account(ROLE_VERIFIER, total // colluder_identities) for _ in range(colluder_identities)]
+        self._settle_weights(self._members + honest + colluders)
         self._members = honest + colluders
         weights = {v: self.b.pool.functions.weightOf(v, True).call() for v in self._members}
         return Cast(self.keeper, self._members, set(colluders)), weights
+
+    def _settle_weights(self, members: list[str]) -> None:
+        """Verifier weights move only outside a draw's hold (WorkerPool.holdDraws): wait for
+        the next epoch if one is on, then refresh every member, leavers and newcomers."""
+        if self.b.pool.functions.verifiersHeld().call():
+            self.b.mine(EPOCH - self.b.height % EPOCH)
+        for member in members:
+            self.b.send(self.b.pool.functions.refresh(member), self.keeper, wait=False)
+        self.b.send(self.b.pool.functions.refresh(self.keeper), self.keeper)
 
     def worker(self, roles: int = ROLE_WORKER) -> str:
         address = self.b.new_account(roles, 5_000 * E)
@@ -175,7 +187,7 @@ def _audit_game(eco: Economy, players: Players, task_id: int) -> str:
 def _peek(players: Players, peeker, task_id: int, root: bytes, sender: str) -> None:
     """The attacker contract tries to learn its audit draw inside its own commit; count how
     each try ended (the error it reverted with, or "succeeded")."""
-    sealed = commitment(peeker.address, root)
+    sealed = commitment(task_id, peeker.address, root)
     for call in (peeker.commitAndPeekBySettling(task_id, sealed),
                  peeker.commitAndPeekByRevealing(task_id, sealed, root, CID, SALT)):
         try:
@@ -223,13 +235,54 @@ def audit_peeking(eco: Economy, n: int) -> Result:
                   note=f"peeks: {dict(PEEKS)}")
 
 
-def _deploy_peeker(eco: Economy, owner: str):
+def audit_grinding(eco: Economy, n: int) -> Result:
+    """A worker holding verifier stake (a contract: StakeGrinder) commits wrong results and,
+    once each ticket's hash is public, tries every top-up in TOP_UPS (``eth_call`` of the
+    top-up and the settlement in one call) for one that waives its audit or moves it;
+    audited, it goes silent. The draw reads weights held since the ticket: no top-up moves it."""
+    cast, _ = eco.cast()
+    owner = eco.b.new_submitter()
+    grinder = _deploy_contract(eco, owner, "StakeGrinder", eco.b.market.address, eco.b.stake.address, eco.b.token.address)
+    eco.b.send(eco.b.token.functions.mint(grinder.address, 6_000 * E), eco.b.deployer.address)
+    eco.b.send(grinder.functions.enlist(eco.b.registry.address, eco.b.pool.address, ROLE_WORKER | ROLE_VERIFIER,
+                                        5_000 * E), owner)
+    eco._settle_weights([grinder.address])
+    players, t, seen, steered = Players(eco.b, cast), eco.terms, [], 0
+    for _ in range(n):
+        before = eco.b.wealth(grinder.address)
+        task_id = players.new_task(grinder.address, **eco.job_terms())
+        eco.b.send(grinder.functions.accept(task_id), owner)
+        players.commit(task_id, grinder.address, CHEAT_ROOT, owner, via=grinder.functions)
+        eco.b.mine_past(eco.b.task(task_id)["deadline"] - t.reveal_window)
+        tried = {grinder.functions.topUpAndSettle(task_id, x).call({"from": owner}) for x in [0, *TOP_UPS]}
+        steered += len(tried) > 1
+        auditor = players.settle_audit(task_id, t.reveal_window)
+        if auditor is not None:
+            players.audit_commit(task_id, auditor, CHEAT_ROOT)
+            players.time_out(task_id)
+            seen.append(("audited: lost the game", eco.b.wealth(grinder.address) - before))
+            continue
+        players.reveal(task_id, owner, CHEAT_ROOT, via=grinder.functions)
+        players.finalize(task_id, t.challenge_window)
+        seen.append(("not audited: paid", eco.b.wealth(grinder.address) - before))
+    eco.b.send(grinder.functions.leave(eco.b.pool.address), owner)
+    share = 5_000 / (5_000 + HONEST_VERIFIERS * VERIFIER_STAKE / E)
+    return Result("audit-draw grinding by stake top-up", "worker contract", model.wrong_result(eco.params), seen,
+                  note=f"the grinder holds {share:.0%} of the verifier stake; draws a top-up of {len(TOP_UPS)} "
+                       f"tried would have moved or waived: {steered} of {n}")
+
+
+def _deploy_contract(eco: Economy, owner: str, name: str, *args):
     from truetrain.chain.artifacts import load_artifact
 
-    art = load_artifact("AuditPeeker")
+    art = load_artifact(name)
     factory = eco.b.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
-    receipt = eco.b.receipt(factory.constructor(eco.b.market.address), owner)
-    peeker = eco.b.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi)
+    receipt = eco.b.receipt(factory.constructor(*args), owner)
+    return eco.b.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi)
+
+
+def _deploy_peeker(eco: Economy, owner: str):
+    peeker = _deploy_contract(eco, owner, "AuditPeeker", eco.b.market.address)
     eco.b.send(eco.b.token.functions.mint(peeker.address, 5_000 * E), eco.b.deployer.address)
     eco.b.send(peeker.functions.enlist(eco.b.registry.address, eco.b.stake.address, eco.b.pool.address,
                                        eco.b.token.address, 5_000 * E), owner)
@@ -246,7 +299,8 @@ def collusion(eco: Economy, n: int, identities: int, name: str) -> Result:
     note = f"colluders hold {share:.1%} of the verifier weight in {identities} identit{'y' if identities == 1 else 'ies'}"
     if identities > 1:
         steer = sum(cast.steerable_draws)
-        note += f"; referee draws that calling at another block would have changed: {steer} of {len(cast.steerable_draws)}"
+        note += (f"; referee draws that calling at another block or a colluder's top-up ({len(TOP_UPS)} tried) "
+                 f"would have changed: {steer} of {len(cast.steerable_draws)}")
     return Result(name, "worker + colluders", outcomes, seen, note)
 
 
@@ -307,7 +361,7 @@ STRATEGIES = [
     honest, wrong_result, wrong_then_silent,
     lambda eco, n: collusion(eco, n, 1, "auditor collusion"),
     lambda eco, n: collusion(eco, n, 3, "referee seat buying (+ collusion)"),
-    self_dealing, challenge_spam, never_settling, audit_peeking,
+    self_dealing, challenge_spam, never_settling, audit_grinding, audit_peeking,
 ]
 
 

@@ -56,7 +56,7 @@ def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
     task, worker, draw_gas = b.draw(job_id, submitter)
     rows = [("drawTask", draw_gas)]
     rows.append(("acceptTask", b.send(b.market.functions.acceptTask(task), worker)))
-    rows.append(("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker)))
+    rows.append(("commitResult", b.send(b.market.functions.commitResult(task, commitment(task, worker)), worker)))
     rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
     b.mine(51)
     rows.append(("finalize", b.send(b.market.functions.finalize(task), worker)))
@@ -72,7 +72,7 @@ def dispute_gas(b: Bench, submitter: str, challenger: str, verifiers: list[str],
     task, worker, _ = b.draw(job_id, submitter)
     root = merkle_root(cheat)
     b.send(b.market.functions.acceptTask(task), worker)
-    b.send(b.market.functions.commitResult(task, commitment(worker, root)), worker)
+    b.send(b.market.functions.commitResult(task, commitment(task, worker, root)), worker)
     b.send(b.market.functions.revealResult(task, root, CID, SALT), worker)
     cids = [f"bafy{i}" for i in range(leaves)]
     opening = [c.as_tuple() for c in opening_claims(honest, cids)]
@@ -104,12 +104,12 @@ def audited_task_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
     job_id, _ = b.create_job(submitter, 1, audit_bps=10_000)
     task, worker, draw_gas = b.draw(job_id, submitter)
     rows = [("drawTask", draw_gas), ("acceptTask", b.send(b.market.functions.acceptTask(task), worker)),
-            ("commitResult", b.send(b.market.functions.commitResult(task, commitment(worker)), worker))]
+            ("commitResult", b.send(b.market.functions.commitResult(task, commitment(task, worker)), worker))]
     committed = TaskView.read(b.market, task)
     b.mine_past(committed.deadline - JobView.read(b.market, job_id).reveal_window)  # the audit ticket
     rows.append(("settleAudit (auditor drawn)", b.send(b.market.functions.settleAudit(task), submitter)))
     auditor = b.market.functions.taskOf(task).call()[4]
-    sealed = audit_commitment(auditor, ROOT)
+    sealed = audit_commitment(task, auditor, ROOT)
     rows.append(("commitAudit", b.send(b.market.functions.commitAudit(task, sealed), auditor)))
     rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
     rows.append(("revealAudit", b.send(b.market.functions.revealAudit(task, ROOT, SALT), auditor)))
@@ -131,7 +131,7 @@ def batch_life(b: Bench, submitter: str, n: int) -> list[tuple[str, int]]:
     mean = lambda gas: round(sum(gas) / len(gas))  # noqa: E731
     rows = [("drawTasks / task", round(draw_gas / n)),
             ("acceptTask (mean)", mean([b.send(b.market.functions.acceptTask(t), w) for t, w in tasks])),
-            ("commitResult (mean)", mean([b.send(b.market.functions.commitResult(t, commitment(w)), w) for t, w in tasks])),
+            ("commitResult (mean)", mean([b.send(b.market.functions.commitResult(t, commitment(t, w)), w) for t, w in tasks])),
             ("revealResult (mean)", mean([b.send(b.market.functions.revealResult(t, ROOT, CID, SALT), w) for t, w in tasks]))]
     b.mine(201)
     rows.append(("finalizeMany / task", round(b.send(b.market.functions.finalizeMany([t for t, _ in tasks]), submitter) / n)))
@@ -150,7 +150,7 @@ def stage_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
     rows = [("drawTasks / stage", round(receipt["gasUsed"] / len(tasks))),
             ("acceptTask (mean; extends the running stages)",
              mean([b.send(b.market.functions.acceptTask(t), w) for t, w in tasks])),
-            ("commitResult (mean)", mean([b.send(b.market.functions.commitResult(t, commitment(w)), w) for t, w in tasks])),
+            ("commitResult (mean)", mean([b.send(b.market.functions.commitResult(t, commitment(t, w)), w) for t, w in tasks])),
             ("revealResult (mean)", mean([b.send(b.market.functions.revealResult(t, ROOT, CID, SALT), w) for t, w in tasks]))]
     b.mine(201)
     rows.append(("finalizeMany / stage (the group at once)",

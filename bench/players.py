@@ -29,6 +29,9 @@ SPAM = _trace("spam", 1, HONEST)
 TRACES = {merkle_root(t): t for t in (HONEST, CHEAT, SPAM)}
 HONEST_ROOT, CHEAT_ROOT, SPAM_ROOT = (merkle_root(t) for t in (HONEST, CHEAT, SPAM))
 VOTE_SALT = b"\x77" * 32
+#: Stake top-ups (wei) a grinder tries once a draw's hash is public (issue 27's proof of
+#: concept found a 15-wei one).
+TOP_UPS = [1, 2, 3, 5, 8, 13, 15, 21, 55, 144, 10**6, 10**18, 37 * 10**18]
 
 
 def cids(hashes: list[bytes]) -> list[str]:
@@ -45,8 +48,8 @@ class Cast:
     keeper: str
     verifiers: list[str]
     colluders: set[str] = field(default_factory=set)
-    #: per game: whether calling drawReferees at other blocks of the ticket's window would
-    #: have seated another committee (the seat buyer's probe)
+    #: per game: whether calling drawReferees at other blocks of the ticket's window, or after
+    #: a colluder's stake top-up, would have seated another committee (the seat buyer's probe)
     steerable_draws: list[bool] = field(default_factory=list)
 
 
@@ -68,7 +71,7 @@ class Players:
 
     def commit(self, task_id: int, worker: str, root: bytes, sender: str | None = None, via=None) -> None:
         """``worker`` commits to ``root``; ``via``: a worker contract's functions, called by ``sender``."""
-        sealed = commitment(worker, root)
+        sealed = commitment(task_id, worker, root)
         call = self.m.commitResult(task_id, sealed) if via is None else via.commit(task_id, sealed)
         self.b.send(call, sender or worker)
 
@@ -82,7 +85,7 @@ class Players:
     def audit_commit(self, task_id: int, auditor: str, worker_root: bytes) -> bytes:
         """The auditor commits its root: a colluder copies the worker's, the honest replays."""
         root = worker_root if auditor in self.cast.colluders else HONEST_ROOT
-        self.b.send(self.m.commitAudit(task_id, audit_commitment(auditor, root)), auditor)
+        self.b.send(self.m.commitAudit(task_id, audit_commitment(task_id, auditor, root)), auditor)
         return root
 
     def reveal(self, task_id: int, sender: str, root: bytes, via=None) -> None:
@@ -123,18 +126,24 @@ class Players:
             self.b.send(self.g.move(game_id, claims), mover)
         self.b.mine_past(view.deadline)
         if probe:
-            self.cast.steerable_draws.append(len({self._probe_committee(game_id, wait) for wait in (0, 7, 40)}) > 1)
+            tries = [(wait, 0) for wait in (0, 7, 40)] + [(0, top_up) for top_up in TOP_UPS]
+            self.cast.steerable_draws.append(len({self._probe_committee(game_id, *t) for t in tries}) > 1)
         self.b.send(self.g.drawReferees(game_id), self.cast.keeper)
         self._vote(game_id, GameView.read(self.b.game, game_id))
         receipt = self.b.receipt(self.g.resolve(game_id), self.cast.keeper)
         return self.b.events(receipt, self.b.game, "DisputeSettled")[0]
 
-    def _probe_committee(self, game_id: int, wait: int) -> tuple[str, ...]:
+    def _probe_committee(self, game_id: int, wait: int, top_up: int = 0) -> tuple[str, ...]:
+        """The committee drawReferees seats when called ``wait`` blocks later, or right after a
+        colluder moved ``top_up`` more wei into its stake (state reverted after)."""
         snapshot = self.b.snapshot()
+        caller = self.cast.colluders and sorted(self.cast.colluders)[0] or self.cast.keeper
         try:
             self.b.mine(wait)
-            self.b.send(self.g.drawReferees(game_id), self.cast.colluders and sorted(self.cast.colluders)[0]
-                        or self.cast.keeper)
+            if top_up:
+                self.b.send(self.b.token.functions.mint(caller, top_up), self.b.deployer.address)
+                self.b.send(self.b.stake.functions.stake(top_up), caller)
+            self.b.send(self.g.drawReferees(game_id), caller)
             return tuple(seat[0] for seat in self.g.committeeOf(game_id).call())
         finally:
             self.b.revert_to(snapshot)

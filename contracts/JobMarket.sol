@@ -266,7 +266,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         if (flags & (FLAG_AUDITOR | FLAG_AUDIT_COMMITTED) == FLAG_AUDITOR) revert TaskAuditNotCommitted(id);
         _beforeDeadline(t, id);
         if (bytes(resultCid).length > MAX_CID_BYTES) revert MarketCidTooLong(bytes(resultCid).length, MAX_CID_BYTES);
-        if (keccak256(abi.encode(root, resultCid, salt, msg.sender)) != t.result) revert TaskCommitmentMismatch(id);
+        if (keccak256(abi.encode(id, root, resultCid, salt, msg.sender)) != t.result) revert TaskCommitmentMismatch(id);
         (uint256 jobId,, uint32 index) = TaskIds.decode(id);
         JobRecord storage j = _s.jobs[jobId];
         if (_auditUnsettled(t, j)) {
@@ -293,7 +293,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         ) revert TaskAuditNotRevealable(id);
         if (msg.sender != t.auditor) revert TaskNotAuditor(id, msg.sender);
         _beforeDeadline(t, id);
-        if (keccak256(abi.encode(root, salt, msg.sender)) != t.audit) revert TaskCommitmentMismatch(id);
+        if (keccak256(abi.encode(id, root, salt, msg.sender)) != t.audit) revert TaskCommitmentMismatch(id);
         t.audit = root;
         t.flags |= FLAG_AUDIT_REVEALED;
         emit AuditRevealed(id, msg.sender, root);

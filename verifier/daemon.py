@@ -7,7 +7,7 @@ Audit (``AuditorDrawn`` names this verifier) — ``step`` reads the task from th
   truetrain.daemon.lane, while the loop goes on) from its committed inputs (the same
   verified manifest, shard and start checkpoint the worker used, or the round's results
   for an aggregation task), publish the replay's checkpoints, persist root, bundle CID and
-  salt, commit ``h(root, salt, auditor)``;
+  salt, commit ``h(task, root, salt, auditor)``;
 * Revealed (the worker revealed after our commit) → reveal our root; the market compares;
 * later states → done: ChallengeWindow/Finalized mean the roots matched, Disputed not (then
   the audit's game is opened, by us or by the worker).
@@ -153,7 +153,7 @@ class VerifierDaemon(Daemon):
         if task.status == TaskStatus.COMMITTED and not task.audit_committed:
             if entry.root is None or entry.salt is None:
                 entry = self.replay(entry.task_id, AUDIT)
-            self.send("commitAudit", market.commitAudit(entry.task_id, audit_commitment(entry.root, entry.salt, self.address)))
+            self.send("commitAudit", market.commitAudit(entry.task_id, audit_commitment(entry.task_id, entry.root, entry.salt, self.address)))
         elif task.status == TaskStatus.REVEALED and task.audit_committed and not task.audit_revealed:
             self.send("revealAudit", market.revealAudit(entry.task_id, entry.root, entry.salt))
 

@@ -165,7 +165,7 @@ class WorkerDaemon(Daemon):
             except Pending:
                 self.report_if_stalled(task)
                 raise
-            commitment = result_commitment(entry.root, entry.cid, entry.salt, self.address)
+            commitment = result_commitment(entry.task_id, entry.root, entry.cid, entry.salt, self.address)
             self.send("commitResult", market.commitResult(entry.task_id, commitment))
         elif task.status == TaskStatus.COMMITTED:
             if task.audited and not task.audit_committed:

@@ -424,7 +424,7 @@ interface IJobMarket {
     /// @notice The offered worker accepts before the accept deadline.
     function acceptTask(uint256 taskId) external;
 
-    /// @notice The worker commits `keccak256(abi.encode(root, resultCid, salt, worker))`
+    /// @notice The worker commits `keccak256(abi.encode(taskId, root, resultCid, salt, worker))`
     /// before the commit deadline. On a job with an audit rate the audit draw gets a ticket
     /// (`AuditRequested`): the hash of a later block decides it.
     function commitResult(uint256 taskId, bytes32 commitment) external;
@@ -438,7 +438,7 @@ interface IJobMarket {
     /// `TaskAuditNotDue`, `TaskDeadlinePassed`, `RandomnessUnavailable`.
     function settleAudit(uint256 taskId) external;
 
-    /// @notice The auditor commits `keccak256(abi.encode(root, salt, auditor))` before its deadline.
+    /// @notice The auditor commits `keccak256(abi.encode(taskId, root, salt, auditor))` before its deadline.
     function commitAudit(uint256 taskId, bytes32 commitment) external;
 
     /// @notice The worker reveals (after the auditor's commit, if audited) before the reveal

@@ -44,6 +44,14 @@ contract StakeGrinder {
         market.commitResult(id, commitment);
     }
 
+    function reveal(uint256 id, bytes32 root, string calldata cid, bytes32 salt) external {
+        market.revealResult(id, root, cid, salt);
+    }
+
+    function leave(IWorkerPool pool) external {
+        pool.leavePool();
+    }
+
     /// @notice Top up by `topUp` wei, then settle task `id`'s audit draw; returns the auditor
     /// drawn (address(0): no audit, or waived). Searched with `eth_call`, then sent.
     function topUpAndSettle(uint256 id, uint256 topUp) external returns (address auditor) {

@@ -135,9 +135,9 @@ def open_audit_game(game, job_market, submitter, w1, worker_hashes, auditor_hash
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     root = root_of(worker_hashes)
-    job_market.commitResult(tid, commitment(root, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, root, CID, SALT, w1), {"from": w1})
     auditor = settle_audit(job_market, tid)
-    job_market.commitAudit(tid, audit_commitment(root_of(auditor_hashes), SALT, auditor), {"from": auditor})
+    job_market.commitAudit(tid, audit_commitment(tid, root_of(auditor_hashes), SALT, auditor), {"from": auditor})
     job_market.revealResult(tid, root, CID, SALT, {"from": w1})
     job_market.revealAudit(tid, root_of(auditor_hashes), SALT, {"from": auditor})
     gid = game.openAuditDispute(tid, {"from": w1}).return_value
@@ -153,9 +153,9 @@ def colluded_task(job_market, submitter, w1, hashes, **job):
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     root = root_of(hashes)
-    job_market.commitResult(tid, commitment(root, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, root, CID, SALT, w1), {"from": w1})
     auditor = settle_audit(job_market, tid)
-    job_market.commitAudit(tid, audit_commitment(root, SALT, auditor), {"from": auditor})
+    job_market.commitAudit(tid, audit_commitment(tid, root, SALT, auditor), {"from": auditor})
     job_market.revealResult(tid, root, CID, SALT, {"from": w1})
     job_market.revealAudit(tid, root, SALT, {"from": auditor})
     return job_id, tid, auditor

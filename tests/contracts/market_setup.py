@@ -85,12 +85,16 @@ def escrow_of(params) -> int:
     return (shards + 1) * rounds * (reward + fee)
 
 
-def commitment(root, cid, salt, worker) -> str:
-    return web3.keccak(encode(["bytes32", "string", "bytes32", "address"], [bytes.fromhex(root[2:]), cid, bytes.fromhex(salt[2:]), str(worker)])).to_0x_hex()
+def commitment(task_id, root, cid, salt, worker) -> str:
+    """JobMarket's result commitment: bound to the task and the worker."""
+    return web3.keccak(encode(["uint256", "bytes32", "string", "bytes32", "address"],
+                              [task_id, bytes.fromhex(root[2:]), cid, bytes.fromhex(salt[2:]), str(worker)])).to_0x_hex()
 
 
-def audit_commitment(root, salt, auditor) -> str:
-    return web3.keccak(encode(["bytes32", "bytes32", "address"], [bytes.fromhex(root[2:]), bytes.fromhex(salt[2:]), str(auditor)])).to_0x_hex()
+def audit_commitment(task_id, root, salt, auditor) -> str:
+    """JobMarket's audit commitment: bound to the task and the auditor."""
+    return web3.keccak(encode(["uint256", "bytes32", "bytes32", "address"],
+                              [task_id, bytes.fromhex(root[2:]), bytes.fromhex(salt[2:]), str(auditor)])).to_0x_hex()
 
 
 def register(registry, account, roles, cap=CAP):
@@ -233,7 +237,7 @@ def run_task(job_market, job_id, worker, root=ROOT, cid=CID, salt=SALT, finalize
     tid = tx.return_value
     worker = accounts.at(tx.events["TaskDrawn"]["worker"], force=True)
     job_market.acceptTask(tid, {"from": worker})
-    job_market.commitResult(tid, commitment(root, cid, salt, worker), {"from": worker})
+    job_market.commitResult(tid, commitment(tid, root, cid, salt, worker), {"from": worker})
     job_market.revealResult(tid, root, cid, salt, {"from": worker})
     if finalize:
         chain.mine(job_market.jobOf(job_id).dict()["challengeWindow"] + 1)

@@ -53,7 +53,7 @@ def _running(job_market, submitter, peeker, **job):
 
 def test_auditPeeking_workerContractCannotLearnTheDrawInItsCommit(job_market, submitter, peeker):
     _, tid = _running(job_market, submitter, peeker, auditRateBps=5_000)
-    sealed = commitment(WRONG, CID, SALT, peeker)
+    sealed = commitment(tid, WRONG, CID, SALT, peeker)
     for attempt in (lambda: peeker.commitAndPeekBySettling(tid, sealed, {"from": accounts[0]}),
                     lambda: peeker.commitAndPeekByRevealing(tid, sealed, WRONG, CID, SALT, {"from": accounts[0]})):
         with pytest.raises(VirtualMachineError) as reverted:
@@ -77,7 +77,7 @@ def test_auditPeeking_blindWrongResults_areAuditedWhereTheHashesSay_andSilenceCo
         if audited >= 4 and unaudited >= 4:
             break
         job_id, tid = _running(job_market, submitter, peeker, auditRateBps=5_000, shards=1, rounds=1)
-        tx = peeker.commit(tid, commitment(WRONG, CID, SALT, peeker), {"from": accounts[0]})
+        tx = peeker.commit(tid, commitment(tid, WRONG, CID, SALT, peeker), {"from": accounts[0]})
         mine_past(ticket_for(tx.block_number))
         w3_market = web3.eth.contract(address=job_market.address, abi=job_market.abi)
         draw = pending_audit_draw(web3, TaskView.read(w3_market, tid), JobView.read(w3_market, job_id))
@@ -92,7 +92,7 @@ def test_auditPeeking_blindWrongResults_areAuditedWhereTheHashesSay_andSilenceCo
         with brownie.reverts(f"TaskAuditPending: {tid}"):
             peeker.reveal(tid, WRONG, CID, SALT, {"from": accounts[0]})
         auditor = settle_audit(job_market, tid)
-        job_market.commitAudit(tid, audit_commitment(ROOT, SALT, auditor), {"from": auditor})
+        job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, auditor), {"from": auditor})
         before = stake_manager.stakeOf(peeker)[0]
         burned = token.totalBurned()
         chain.mine(job_market.jobOf(job_id).dict()["revealWindow"] + 1)  # the reveal window passes: the attacker stays silent

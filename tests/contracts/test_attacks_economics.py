@@ -33,13 +33,13 @@ def _audited(job_market, submitter, w1, **job):
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, **job)
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     return job_id, tid, settle_audit(job_market, tid)
 
 
 def test_silentWorker_afterAuditDrawn_losesItsWholeCollateral(job_market, stake_manager, token, submitter, w1):
     job_id, tid, auditor = _audited(job_market, submitter, w1)
-    job_market.commitAudit(tid, audit_commitment(ROOT, SALT, auditor), {"from": auditor})
+    job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, auditor), {"from": auditor})
     burned = token.totalBurned()
     chain.mine(job_market.jobOf(job_id).dict()["revealWindow"] + 1)
     tx = job_market.timeoutTask(tid, {"from": submitter})
@@ -57,7 +57,7 @@ def test_silentWorker_beforeAnyAudit_alsoLosesItsWholeCollateral(job_market, sta
     job_id, _ = new_job(job_market, submitter, auditRateBps=0)
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     chain.mine(11)
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["penalty"] == 20 * E
@@ -66,7 +66,7 @@ def test_silentWorker_beforeAnyAudit_alsoLosesItsWholeCollateral(job_market, sta
 
 def test_silentAuditor_afterCommitting_losesItsWholeCollateral(job_market, stake_manager, submitter, w1):
     job_id, tid, auditor = _audited(job_market, submitter, w1)
-    job_market.commitAudit(tid, audit_commitment(ROOT, SALT, auditor), {"from": auditor})
+    job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, auditor), {"from": auditor})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
     chain.mine(job_market.jobOf(job_id).dict()["revealWindow"] + 1)
     staked = stake_manager.stakeOf(auditor)[0]
@@ -201,7 +201,7 @@ def test_revealedCidPastTheCap_isRefused(job_market, submitter, w1):
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     long_cid = "b" * 24_000
-    job_market.commitResult(tid, commitment(ROOT, long_cid, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, ROOT, long_cid, SALT, w1), {"from": w1})
     with brownie.reverts("MarketCidTooLong: 24000, 128"):
         job_market.revealResult(tid, ROOT, long_cid, SALT, {"from": w1})
 

@@ -51,7 +51,7 @@ def test_auditDrawGrinding_noTopUpWaivesTheAuditOrMovesTheAuditor(
     tid = job_market.drawTask(job_id, {"from": submitter}).return_value
     assert job_market.taskOf(tid)[0] == cheat.address
     cheat.accept(tid, {"from": accounts[0]})
-    tx = cheat.commit(tid, commitment(WRONG, CID, SALT, cheat), {"from": accounts[0]})
+    tx = cheat.commit(tid, commitment(tid, WRONG, CID, SALT, cheat), {"from": accounts[0]})
     ticket = tx.events["AuditRequested"]["ticket"]
     mine_past(ticket)
     drawn = {top_up: cheat.topUpAndSettle.call(tid, top_up, {"from": accounts[0]}) for top_up in TOP_UPS}

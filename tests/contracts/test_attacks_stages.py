@@ -63,7 +63,7 @@ def _draw_all(job_market, submitter, job_id, count) -> dict[int, str]:
 
 def _run_and_reveal(job_market, tid, worker):
     worker = accounts.at(worker, force=True)
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, worker), {"from": worker})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, worker), {"from": worker})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": worker})
 
 
@@ -204,7 +204,7 @@ def test_everySiblingState_whenTheJobStops_leavesNothingStranded(job_market, sta
     _run_and_reveal(job_market, a, wa)
     signer = accounts.at(wb, force=True)
     if state in ("committed", "challengeWindow", "disputed"):
-        job_market.commitResult(b, commitment(ROOT, CID, SALT, signer), {"from": signer})
+        job_market.commitResult(b, commitment(b, ROOT, CID, SALT, signer), {"from": signer})
     if state in ("challengeWindow", "disputed"):
         job_market.revealResult(b, ROOT, CID, SALT, {"from": signer})
     if state == "disputed":
@@ -215,7 +215,7 @@ def test_everySiblingState_whenTheJobStops_leavesNothingStranded(job_market, sta
 
     if then in ("commitsAndReveals", "reveals"):
         if then == "commitsAndReveals":
-            job_market.commitResult(b, commitment(ROOT, CID, SALT, signer), {"from": signer})
+            job_market.commitResult(b, commitment(b, ROOT, CID, SALT, signer), {"from": signer})
         job_market.revealResult(b, ROOT, CID, SALT, {"from": signer})
     elif then in ("silentTimesOut", "reportsStallThenTimesOut"):
         mine_past(_task(job_market, b)["deadline"])

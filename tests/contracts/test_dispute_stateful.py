@@ -70,7 +70,7 @@ def test_invariant_disputes_tokensConserved(job_market, game, token, stake_manag
             tid, worker = drawn.return_value, accounts.at(drawn.events["TaskDrawn"]["worker"], force=True)
             root = root_of(HONEST if honest else CHEAT)
             self._tx(job_market.acceptTask, tid, {"from": worker})
-            self._tx(job_market.commitResult, tid, commitment(root, CID, SALT, worker), {"from": worker})
+            self._tx(job_market.commitResult, tid, commitment(tid, root, CID, SALT, worker), {"from": worker})
             if audit:  # the audit draw settles from a later block's hash
                 mine_past_ticket(job_market, tid)
                 self._tx(job_market.settleAudit, tid, {"from": submitter})
@@ -78,7 +78,7 @@ def test_invariant_disputes_tokensConserved(job_market, game, token, stake_manag
             if int(auditor, 16):
                 # the auditor is honest: it disagrees exactly with a cheating worker
                 auditor = accounts.at(auditor, force=True)
-                self._tx(job_market.commitAudit, tid, audit_commitment(root_of(HONEST), SALT, auditor), {"from": auditor})
+                self._tx(job_market.commitAudit, tid, audit_commitment(tid, root_of(HONEST), SALT, auditor), {"from": auditor})
                 self._tx(job_market.revealResult, tid, root, CID, SALT, {"from": worker})
                 self._tx(job_market.revealAudit, tid, root_of(HONEST), SALT, {"from": auditor})
             else:

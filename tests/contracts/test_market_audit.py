@@ -13,7 +13,7 @@ def _committed(job_market, submitter, w1):
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000)
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
-    tx = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    tx = job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     assert tx.events["AuditRequested"]["ticket"] == ticket_for(tx.block_number)
     mine_past(ticket_for(tx.block_number))
     return job_id, tid, job_market.settleAudit(tid, {"from": submitter})
@@ -23,7 +23,7 @@ def test_commit_withAuditRate_requestsTheDraw_settleDrawsAuditorAndLocksItsColla
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000)
     early = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(early, {"from": w1})
-    tx = job_market.commitResult(early, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    tx = job_market.commitResult(early, commitment(early, ROOT, CID, SALT, w1), {"from": w1})
     assert "AuditorDrawn" not in tx.events and job_market.taskOf(early)[4] == "0x" + "00" * 20
     with brownie.reverts(f"RandomnessUnavailable: {ticket_for(tx.block_number)}"):
         job_market.settleAudit(early, {"from": submitter})
@@ -42,11 +42,11 @@ def test_reveal_beforeAuditCommit_reverts(job_market, submitter, w1, v1, market_
 def test_audit_matching_paysAuditorTheFee(job_market, stake_manager, submitter, w1, v1, market_isolation):
     _, tid, _ = _committed(job_market, submitter, w1)
     with brownie.reverts(f"TaskNotAuditor: {tid}, {w1.address.lower()}"):
-        job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": w1})
-    tx = job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+        job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, v1), {"from": w1})
+    tx = job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, v1), {"from": v1})
     assert "AuditCommitted" in tx.events
     with brownie.reverts(f"TaskNotAwaitingAudit: {tid}"):
-        job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+        job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, v1), {"from": v1})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
     assert job_market.taskOf(tid)[1] == TS.REVEALED
     with brownie.reverts(f"TaskCommitmentMismatch: {tid}"):
@@ -64,7 +64,7 @@ def test_audit_matching_paysAuditorTheFee(job_market, stake_manager, submitter, 
 
 def test_auditRevealFirst_thenWorkerReveal_compares(job_market, submitter, w1, v1, market_isolation):
     _, tid, _ = _committed(job_market, submitter, w1)
-    job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+    job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, v1), {"from": v1})
     job_market.revealAudit(tid, ROOT, SALT, {"from": v1})
     tx = job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
     assert "ChallengeWindowOpened" in tx.events
@@ -72,7 +72,7 @@ def test_auditRevealFirst_thenWorkerReveal_compares(job_market, submitter, w1, v
 
 def test_audit_mismatch_movesTaskToDisputed_withFundsLocked(job_market, stake_manager, submitter, w1, v1, market_isolation):
     job_id, tid, _ = _committed(job_market, submitter, w1)
-    job_market.commitAudit(tid, audit_commitment(OTHER, SALT, v1), {"from": v1})
+    job_market.commitAudit(tid, audit_commitment(tid, OTHER, SALT, v1), {"from": v1})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
     tx = job_market.revealAudit(tid, OTHER, SALT, {"from": v1})
     ev = tx.events["TaskDisputed"]
@@ -86,7 +86,7 @@ def test_audit_mismatch_movesTaskToDisputed_withFundsLocked(job_market, stake_ma
 
 def _mismatched(job_market, submitter, w1, v1):
     job_id, tid, _ = _committed(job_market, submitter, w1)
-    job_market.commitAudit(tid, audit_commitment(OTHER, SALT, v1), {"from": v1})
+    job_market.commitAudit(tid, audit_commitment(tid, OTHER, SALT, v1), {"from": v1})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
     job_market.revealAudit(tid, OTHER, SALT, {"from": v1})
     return job_id, tid
@@ -134,7 +134,7 @@ def test_lapsedAuditDraw_countsAsDrawn_andAsksForItsAuditorFromANewTicket(job_ma
     job_id, _ = new_job(job_market, submitter, auditRateBps=1, revealWindow=200)
     tid = job_market.drawTask(job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
-    ticket = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1}).events["AuditRequested"]["ticket"]
+    ticket = job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1}).events["AuditRequested"]["ticket"]
     mine_past(last_block(ticket))
     assert chain.height + 1 <= ticket + 200  # still before the reveal deadline
     with brownie.reverts(f"RandomnessUnavailable: {ticket}"):

@@ -32,7 +32,7 @@ def test_gas_oneTaskLife_noAudit_oneCallEach_staysUnder400k(job_market, submitte
     tid = tx.return_value
     gas["draw"] = tx.gas_used
     gas["accept"] = job_market.acceptTask(tid, {"from": w1}).gas_used
-    gas["commit"] = job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1}).gas_used
+    gas["commit"] = job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1}).gas_used
     gas["reveal"] = job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1}).gas_used
     chain.mine(21)
     gas["finalize"] = job_market.finalize(tid, {"from": w1}).gas_used
@@ -67,7 +67,7 @@ def test_gas_oneTaskLife_inBatches_staysUnder250k(job_market, registry, stake_ma
         for tid, w in tasks:
             gas["accept"] += job_market.acceptTask(tid, {"from": w}).gas_used / n
         for tid, w in tasks:
-            gas["commit"] += job_market.commitResult(tid, commitment(ROOT, CID, SALT, w), {"from": w}).gas_used / n
+            gas["commit"] += job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w), {"from": w}).gas_used / n
         for tid, w in tasks:
             gas["reveal"] += job_market.revealResult(tid, ROOT, CID, SALT, {"from": w}).gas_used / n
         chain.mine(201)

@@ -74,7 +74,7 @@ def test_cancelJob_refundsUndrawnAtOnce_inFlightFinishes_andPendingClosed(job_ma
     assert tx.events["TaskClosed"]["refund"] == 12 * E
     with brownie.reverts(f"TaskNotClosable: {running}"):
         job_market.closeTask(running, {"from": w1})
-    job_market.commitResult(running, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(running, commitment(running, ROOT, CID, SALT, w1), {"from": w1})
     job_market.revealResult(running, ROOT, CID, SALT, {"from": w1})
     chain.mine(21)
     job_market.finalize(running, {"from": w1})

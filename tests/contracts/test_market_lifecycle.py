@@ -28,7 +28,7 @@ def test_oneTask_fullLife_paysWorkerAndRefundsUnusedAuditFee(job_market, token, 
     assert job_market.taskOf(tid)[1] == TS.OFFERED
     tx = job_market.acceptTask(tid, {"from": w1})
     assert "TaskAccepted" in tx.events and job_market.taskOf(tid)[1] == TS.RUNNING
-    c = commitment(ROOT, CID, SALT, w1)
+    c = commitment(tid, ROOT, CID, SALT, w1)
     tx = job_market.commitResult(tid, c, {"from": w1})
     assert tx.events["ResultCommitted"]["commitment"] == c and job_market.taskOf(tid)[1] == TS.COMMITTED
     tx = job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
@@ -58,6 +58,23 @@ def test_oneTask_fullLife_paysWorkerAndRefundsUnusedAuditFee(job_market, token, 
         job_market.withdraw({"from": w1})
 
 
+def test_commitment_isBoundToItsTask_oneCommitmentCannotBeRevealedOnTwo(job_market, submitter, w1, market_isolation):
+    """Issue 27, finding 7: a worker holding two tasks commits, on the second, the very
+    commitment it made for the first (work done once, claimed twice): its reveal there is
+    refused, and the first task reveals as usual."""
+    job_id, _ = new_job(job_market, submitter, shards=2, rounds=1)
+    first = job_market.drawTask(job_id, {"from": w1}).return_value
+    second = job_market.drawTask(job_id, {"from": w1}).return_value
+    for tid in (first, second):
+        job_market.acceptTask(tid, {"from": w1})
+        job_market.commitResult(tid, commitment(first, ROOT, CID, SALT, w1), {"from": w1})
+    with brownie.reverts(f"TaskCommitmentMismatch: {second}"):
+        job_market.revealResult(second, ROOT, CID, SALT, {"from": w1})
+    assert job_market.taskOf(second)[1] == TS.COMMITTED
+    job_market.revealResult(first, ROOT, CID, SALT, {"from": w1})
+    assert job_market.taskOf(first)[1] == TS.CHALLENGE
+
+
 def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, token, submitter, w1, market_isolation):
     job_id, _ = new_job(job_market, submitter, shards=2, rounds=2)
     run_task(job_market, job_id, w1)
@@ -66,7 +83,7 @@ def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, 
     with brownie.reverts(f"JobNothingToDraw: {job_id}"):
         job_market.drawTask(job_id, {"from": w1})
     job_market.acceptTask(t1, {"from": w1})
-    job_market.commitResult(t1, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(t1, commitment(t1, ROOT, CID, SALT, w1), {"from": w1})
     job_market.revealResult(t1, ROOT, CID, SALT, {"from": w1})
     chain.mine(21)
     job_market.finalize(t1, {"from": w1})
@@ -74,7 +91,7 @@ def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, 
     agg = job_market.drawTask(job_id, {"from": w1}).return_value
     assert agg == job_market.taskId(job_id, 0, 2)
     job_market.acceptTask(agg, {"from": w1})
-    job_market.commitResult(agg, commitment(agg_root, "bafyround1", SALT, w1), {"from": w1})
+    job_market.commitResult(agg, commitment(agg, agg_root, "bafyround1", SALT, w1), {"from": w1})
     job_market.revealResult(agg, agg_root, "bafyround1", SALT, {"from": w1})
     chain.mine(21)
     tx = job_market.finalize(agg, {"from": w1})
@@ -131,7 +148,7 @@ def test_finalizeMany_settlesEachMemberOnce_asSingleFinalizesWould(job_market, r
     for tid in ids:
         worker = accounts.at(owner[tid], force=True)
         job_market.acceptTask(tid, {"from": worker})
-        job_market.commitResult(tid, commitment(ROOT, CID, SALT, worker), {"from": worker})
+        job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, worker), {"from": worker})
         job_market.revealResult(tid, ROOT, CID, SALT, {"from": worker})
     chain.mine(51)
     tx = job_market.finalizeMany(ids, {"from": submitter})

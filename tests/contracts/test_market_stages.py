@@ -155,7 +155,7 @@ def _group_in_windows(job_market, submitter, four, **kw):
         job_market.acceptTask(tid, {"from": workers[tid]})
     for tid in tids:
         worker = accounts.at(workers[tid], force=True)
-        job_market.commitResult(tid, commitment(ROOT, CID, SALT, worker), {"from": worker})
+        job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, worker), {"from": worker})
         job_market.revealResult(tid, ROOT, CID, SALT, {"from": worker})
     return job_id, tids, [workers[t] for t in tids]
 

@@ -95,7 +95,7 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
             if tid is not None:
                 worker = job_market.taskOf(tid)[0]
                 root = ROOT_H if honest else ROOT_X
-                if self._tx(job_market.commitResult, tid, commitment(root, CID, SALT, worker), {"from": worker}):
+                if self._tx(job_market.commitResult, tid, commitment(tid, root, CID, SALT, worker), {"from": worker}):
                     self.roots[tid] = root
 
         def audit_commit(self, i, honest):
@@ -103,7 +103,7 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
             if tid is not None:
                 auditor = job_market.taskOf(tid)[4]
                 if int(auditor, 16):
-                    self._tx(job_market.commitAudit, tid, audit_commitment(ROOT_H if honest else ROOT_X, SALT, auditor), {"from": auditor})
+                    self._tx(job_market.commitAudit, tid, audit_commitment(tid, ROOT_H if honest else ROOT_X, SALT, auditor), {"from": auditor})
 
         def reveal(self, i):
             tid = self._task(i)

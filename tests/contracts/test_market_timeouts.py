@@ -69,7 +69,7 @@ def test_commitTimeout_penalisesWorkerToSubmitter_andRequeues(job_market, stake_
 def test_revealTimeout_slashesTheWholeCollateral(job_market, stake_manager, submitter, w1, market_isolation):
     _, tid = _drawn(job_market, submitter, w1)
     job_market.acceptTask(tid, {"from": w1})
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     with brownie.reverts(f"TaskCommitmentMismatch: {tid}"):
         job_market.revealResult(tid, ROOT, "other", SALT, {"from": w1})
     chain.mine(11)
@@ -82,7 +82,7 @@ def test_revealTimeout_slashesTheWholeCollateral(job_market, stake_manager, subm
 def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_manager, pool, registry, submitter, w1, v1, v2, market_isolation):
     _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
     job_market.acceptTask(tid, {"from": w1})
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     assert settle_audit(job_market, tid) == v1
     pool.leavePool({"from": v1})
     joined = pool.joinPool({"from": v2})
@@ -112,9 +112,9 @@ def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_m
 def test_auditRevealTimeout_penalisesAuditor_andResultStands(job_market, stake_manager, submitter, w1, v1, market_isolation):
     _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
     job_market.acceptTask(tid, {"from": w1})
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     settle_audit(job_market, tid)
-    job_market.commitAudit(tid, audit_commitment(ROOT, SALT, v1), {"from": v1})
+    job_market.commitAudit(tid, audit_commitment(tid, ROOT, SALT, v1), {"from": v1})
     job_market.revealResult(tid, ROOT, CID, SALT, {"from": w1})
     chain.mine(11)
     tx = job_market.timeoutTask(tid, {"from": submitter})
@@ -141,7 +141,7 @@ def test_commitAndReveal_wrongStateOrCaller_revert(job_market, submitter, w1, w2
 def test_auditCommit_afterDeadline_reverts(job_market, submitter, w1, v1, market_isolation):
     _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
     job_market.acceptTask(tid, {"from": w1})
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, w1), {"from": w1})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     settle_audit(job_market, tid)
     chain.mine(21)
     with brownie.reverts(f"TaskDeadlinePassed: {tid}, {job_market.taskOf(tid)[2]}"):

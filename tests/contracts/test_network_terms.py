@@ -194,7 +194,7 @@ def test_auditorIsDrawnWithoutNetworkTerms(job_market, pool, submitter, v1, pair
         except brownie.exceptions.VirtualMachineError:
             chain.mine(1)
     job_market.acceptTask(tid, {"from": fast})
-    job_market.commitResult(tid, commitment(ROOT, CID, SALT, fast), {"from": fast})
+    job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, fast), {"from": fast})
     assert settle_audit(job_market, tid) == v1
 
 

@@ -66,14 +66,14 @@ def cheat_caught(driver: MarketDriver, job_id: int) -> tuple[int, int, str, str]
     assert merkle_root(hashes) == honest.root
     fake = hashes[:2] + [keccak256(f"made-up:{i}".encode()) for i in range(2, len(hashes))]
     salt = new_salt()
-    driver.send(market.functions.commitResult(task_id, result_commitment(merkle_root(fake), "bafyfake", salt,
+    driver.send(market.functions.commitResult(task_id, result_commitment(task_id, merkle_root(fake), "bafyfake", salt,
                                                                          worker.address)), worker)
     draw = pending_audit_draw(driver.client.w3, TaskView.read(market, task_id), driver.reader.job(job_id))
     driver.mine(max(1, draw.ticket - driver.client.w3.eth.block_number + 1))
     auditor = driver.keys[driver.events(driver.send(market.functions.settleAudit(task_id), driver.keeper),
                                         "AuditorDrawn")[0]["auditor"]]
     audit_salt = new_salt()
-    driver.send(market.functions.commitAudit(task_id, audit_commitment(honest.root, audit_salt, auditor.address)),
+    driver.send(market.functions.commitAudit(task_id, audit_commitment(task_id, honest.root, audit_salt, auditor.address)),
                 auditor)
     driver.send(market.functions.revealResult(task_id, merkle_root(fake), "bafyfake", salt), worker)
     driver.send(market.functions.revealAudit(task_id, honest.root, audit_salt), auditor)

@@ -91,7 +91,7 @@ class MarketDriver:
             cid, _ = publish_result(self.store, task_id, computed.training, interval)
         salt = new_salt()
         receipt = self.send(self.market.functions.commitResult(
-            task_id, result_commitment(computed.root, cid, salt, worker.address)), worker)
+            task_id, result_commitment(task_id, computed.root, cid, salt, worker.address)), worker)
         auditors = []
         draw = pending_audit_draw(self.client.w3, TaskView.read(self.market, task_id), self.reader.job(job_id))
         if draw is not None:  # the audit draw settles from the hash of a later block
@@ -103,7 +103,7 @@ class MarketDriver:
             replayed = compute_task(self.reader, task_id)  # the auditor re-executes from the same inputs
             audit_salt = new_salt()
             self.send(self.market.functions.commitAudit(
-                task_id, audit_commitment(replayed.root, audit_salt, auditor.address)), auditor)
+                task_id, audit_commitment(task_id, replayed.root, audit_salt, auditor.address)), auditor)
         self.send(self.market.functions.revealResult(task_id, computed.root, cid, salt), worker)
         if auditors:
             self.send(self.market.functions.revealAudit(task_id, replayed.root, audit_salt), auditor)

@@ -15,12 +15,14 @@ def new_salt() -> bytes:
     return secrets.token_bytes(32)
 
 
-def result_commitment(root: bytes, cid: str, salt: bytes, worker: str) -> bytes:
-    """``keccak256(abi.encode(root, resultCid, salt, worker))``."""
-    return keccak256(encode(["bytes32", "string", "bytes32", "address"],
-                            [root, cid, salt, Web3.to_checksum_address(worker)]))
+def result_commitment(task_id: int, root: bytes, cid: str, salt: bytes, worker: str) -> bytes:
+    """``keccak256(abi.encode(taskId, root, resultCid, salt, worker))``: bound to the task and
+    the worker, so one commitment cannot be revealed on another task."""
+    return keccak256(encode(["uint256", "bytes32", "string", "bytes32", "address"],
+                            [task_id, root, cid, salt, Web3.to_checksum_address(worker)]))
 
 
-def audit_commitment(root: bytes, salt: bytes, auditor: str) -> bytes:
-    """``keccak256(abi.encode(root, salt, auditor))``."""
-    return keccak256(encode(["bytes32", "bytes32", "address"], [root, salt, Web3.to_checksum_address(auditor)]))
+def audit_commitment(task_id: int, root: bytes, salt: bytes, auditor: str) -> bytes:
+    """``keccak256(abi.encode(taskId, root, salt, auditor))``."""
+    return keccak256(encode(["uint256", "bytes32", "bytes32", "address"],
+                            [task_id, root, salt, Web3.to_checksum_address(auditor)]))

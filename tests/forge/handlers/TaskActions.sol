@@ -223,7 +223,7 @@ abstract contract TaskActions is MarketHandlerBase {
         _workerRoot[id] = root;
         _workerSalt[id] = salt;
         vm.prank(t.worker);
-        market.commitResult(id, keccak256(abi.encode(root, CID, salt, t.worker)));
+        market.commitResult(id, keccak256(abi.encode(id, root, CID, salt, t.worker)));
     }
 
     function _settle(uint256 id) internal {
@@ -234,7 +234,7 @@ abstract contract TaskActions is MarketHandlerBase {
         bytes32 root = kindOf(t.auditor) == Kind.ColludingVerifier ? _workerRoot[id] : _truth(id);
         _auditRoot[id] = root;
         vm.prank(t.auditor);
-        market.commitAudit(id, keccak256(abi.encode(root, _auditSalt(id), t.auditor)));
+        market.commitAudit(id, keccak256(abi.encode(id, root, _auditSalt(id), t.auditor)));
     }
 
     function _reveal(uint256 id, IJobMarket.Task memory t) internal {

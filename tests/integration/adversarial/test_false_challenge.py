@@ -110,7 +110,7 @@ def test_challenge_command_refuses_then_opens_a_game_and_the_game_guards_hold(fa
     fake = [keccak256(f"made-up:{i}".encode()) for i in range(manifest.checkpoint_leaves)]
     root, salt = merkle_root(fake), new_salt()
     client.transact(market.functions.acceptTask(task), worker)
-    client.transact(market.functions.commitResult(task, result_commitment(root, "bafyfake", salt, worker.address)),
+    client.transact(market.functions.commitResult(task, result_commitment(task, root, "bafyfake", salt, worker.address)),
                     worker, gas=3_000_000)
     client.transact(market.functions.revealResult(task, root, "bafyfake", salt), worker)
     assert TaskView.read(market, task).status == TaskStatus.CHALLENGE_WINDOW
