@@ -15,8 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eth_abi import encode  # noqa: E402
 from eth_account import Account  # noqa: E402
 from web3 import Web3  # noqa: E402
+from web3.exceptions import ContractCustomError  # noqa: E402
 from web3.logs import DISCARD  # noqa: E402
 
+from truetrain.chain.artifacts import decode_error  # noqa: E402
 from truetrain.chain.client import ChainClient, dev_accounts  # noqa: E402
 from truetrain.chain.deploy import StackParams, deploy_stack  # noqa: E402
 
@@ -66,8 +68,19 @@ class Bench:
     def receipt(self, call, sender: str) -> dict:
         receipt = self.w3.eth.wait_for_transaction_receipt(self._send(call, sender))
         if receipt["status"] != 1:
-            raise RuntimeError(f"transaction reverted: {call.fn_name} from {sender}")
+            raise RuntimeError(f"transaction reverted: {call.fn_name} from {sender}: {self._why(call, sender)}")
         return receipt
+
+    def _why(self, call, sender: str) -> str:
+        """The custom error ``call`` reverts with now (replayed as a call), for the message."""
+        try:
+            call.call({"from": sender, "gas": 3_000_000})
+        except ContractCustomError as exc:
+            name, args = decode_error(bytes.fromhex(str(exc.data)[2:]))
+            return f"{name}{tuple(args)}"
+        except Exception as exc:  # noqa: BLE001 - a message, whatever the node says
+            return str(exc)
+        return "out of gas, or the state moved since"
 
     def _send(self, call, sender: str):
         return call.transact({"from": sender, "gas": 3_000_000})

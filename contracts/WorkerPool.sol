@@ -146,7 +146,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         seated = new address[](size);
         // Every draw leaves out the intervals of the members drawn before it: nobody is drawn
         // twice, and the committee fills in `size` draws when everyone drawn is eligible.
-        Drawn memory drawn = Drawn(_verifiers.total(), 0, new uint256[](attempts), new uint256[](attempts), 0);
+        Drawn memory drawn = Drawn(_verifiers.total(), 0, new uint256[](attempts), new uint256[](attempts), 0, 0);
         uint256 found;
         for (uint256 i = 0; i < attempts && found < size && drawn.removed < drawn.total; ++i) {
             (address candidate,) = _drawExcluding(_verifiers, drawn, uint256(keccak256(abi.encode(seed, i))));
@@ -252,10 +252,11 @@ contract WorkerPool is AccessControl, IWorkerPool {
 
     /// @dev A draw without replacement (see IWorkerPool): up to MAX_DRAW_ATTEMPTS candidates,
     /// each drawn from the tree with the intervals of those drawn before it left out, so an
-    /// excluded, ineligible or rejected member is taken out of the draw, never retried, and
-    /// nobody's choice to be eligible or not moves the draw of anyone else. A worker whose tree
-    /// weight is above its weight now (locks since its last refresh) is kept only with
-    /// probability now / tree; verifier draws follow the held tree weights as they are (they
+    /// excluded or ineligible member is taken out of the draw, never retried, and nobody's
+    /// choice to be eligible or not moves the draw of anyone else. A worker whose tree weight
+    /// is above its weight now (locks since its last refresh) is kept only with probability
+    /// now / tree, and put back when it is not (rejection sampling: a pool of one such worker
+    /// must still draw it); verifier draws follow the held tree weights as they are (they
     /// are drawn from weights fixed before their ticket, WorkerPool.holdDraws). Returns the
     /// member and its concurrency limit, or address(0), and the stale candidates passed over.
     function _pick(bytes32 seed, Requirements calldata req, bool verifier)
@@ -267,7 +268,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         stale = new address[](MAX_DRAW_ATTEMPTS);
         uint256 staleCount;
         Drawn memory drawn =
-            Drawn(tree.total(), 0, new uint256[](MAX_DRAW_ATTEMPTS), new uint256[](MAX_DRAW_ATTEMPTS), 0);
+            Drawn(tree.total(), 0, new uint256[](MAX_DRAW_ATTEMPTS), new uint256[](MAX_DRAW_ATTEMPTS), 0, 0);
         for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS && drawn.removed < drawn.total; ++i) {
             uint256 random = uint256(keccak256(abi.encode(seed, i)));
             (address candidate, uint256 stored) = _drawExcluding(tree, drawn, random);
@@ -275,7 +276,10 @@ contract WorkerPool is AccessControl, IWorkerPool {
             if (c.stale) stale[staleCount++] = candidate;
             if (!c.ok) continue;
             // INVARIANT: worker draws follow the weight now, never a stale (higher) tree weight.
-            if (!verifier && c.weight < stored && uint256(keccak256(abi.encode(random))) % stored >= c.weight) continue;
+            if (!verifier && c.weight < stored && uint256(keccak256(abi.encode(random))) % stored >= c.weight) {
+                _putBack(drawn);
+                continue;
+            }
             // Outside the preferred region: take it now only with probability 1 / regionBoost.
             if (req.preferredRegion == 0 || c.region == req.preferredRegion || (random >> 128) % regionBoost == 0) {
                 (member, limit) = (candidate, c.limit);
@@ -295,6 +299,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         uint256[] starts;
         uint256[] widths;
         uint256 count;
+        uint256 lastAt; // where the last drawn interval went (see _putBack)
     }
 
     /// @dev Draw from `tree` with the intervals in `d` left out (so no member is drawn twice),
@@ -317,6 +322,19 @@ contract WorkerPool is AccessControl, IWorkerPool {
         (d.starts[at], d.widths[at]) = (start, stored);
         d.count += 1;
         d.removed += stored;
+        d.lastAt = at;
+    }
+
+    /// @dev Put the last drawn interval back (a worker candidate the rejection step passed
+    /// over may be drawn again, as rejection sampling wants: only the excluded and the
+    /// ineligible are taken out of a draw).
+    function _putBack(Drawn memory d) private pure {
+        uint256 at = d.lastAt;
+        d.removed -= d.widths[at];
+        d.count -= 1;
+        for (uint256 k = at; k < d.count; ++k) {
+            (d.starts[k], d.widths[k]) = (d.starts[k + 1], d.widths[k + 1]);
+        }
     }
 
     /// @dev What a draw learns of a candidate: whether it may be drawn now, whether it is in

@@ -27,7 +27,8 @@ import {IStakeListener} from "./IStakeManager.sol";
 /// timeout (the cool-down); then fetch ≥ the minimum and round-trip ≤ the maximum. A member
 /// that never declared figures never meets network terms. A worker candidate whose tree
 /// weight is above its weight now (a lock since its last refresh) is kept only with
-/// probability now / tree, so worker draws follow the stake free to lose at that moment.
+/// probability now / tree (and put back in the draw when it is not: rejection sampling), so
+/// worker draws follow the stake free to lose at that moment.
 /// Region boost: a candidate outside the job's preferred region (0 = no preference) is taken
 /// at once only with probability `1 / regionBoost`; otherwise sampling goes on, and the first
 /// eligible non-preferred candidate is used if no preferred one turns up within the attempts.

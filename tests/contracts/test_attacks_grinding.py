@@ -122,3 +122,17 @@ def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
             if "WeightUpdated" in tx.events else set()
     assert len(evicted) >= 5, len(evicted)
     assert {a for a in stale_set if pool.weightOf(a, False) == 0} == evicted
+
+
+def test_aWorkerRejectedForItsLocks_isPutBack_soAPoolOfOneStillDrawsIt(job_market, pool, stake_manager, submitter, w1):
+    """Found by `make economics`: a worker the rejection step passes over (its tree weight
+    above its weight now) must go back into the draw, or a pool holding only it would draw
+    nobody half the time at a half-locked stake. w1, alone in the pool, locks half its stake;
+    every enumerated seed still draws it."""
+    job_id, _ = new_job(job_market, submitter, workerCollateral=500 * E, shards=4, rounds=1)
+    tid = job_market.drawTask(job_id, {"from": submitter}).return_value
+    assert job_market.taskOf(tid)[0] == w1
+    assert stake_manager.freeStake(w1) == 500 * E and pool.weightOf(w1, False) == 1_000 * E * 5_000  # tree: all of it
+    req = (1, 16_000, 0, 20 * E, "0x" + "00" * 20, 0, 0)
+    drawn = {pool.sample(web3.keccak(b"put back" + bytes([i])), req, False) for i in range(40)}
+    assert drawn == {w1.address}
