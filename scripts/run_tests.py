@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from truetrain.chain.devnet import port_is_free
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -83,18 +84,6 @@ def modules(lanes: list[list[str]]) -> list[list[str]]:
         out.append(mine)
     out.append([m for m in every if m not in claimed])
     return [[str(m.relative_to(ROOT)) for m in lane] for lane in out if lane]
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when a listener could bind ``host:port`` now, as a lane's Anvil will (SO_REUSEADDR,
-    as tokio sets it: a closed node's lingering connections do not count as taken)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def free_ports(count: int, start: int = BASE_PORT) -> list[int]:

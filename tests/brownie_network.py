@@ -16,11 +16,12 @@ between that check and brownie's launch).
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 from brownie._config import CONFIG
 from brownie.network.rpc import Rpc
+
+from truetrain.chain.devnet import port_is_free
 
 TEST_ANVIL_PORT = int(os.environ.get("TT_ANVIL_PORT", "18545"))
 
@@ -30,22 +31,10 @@ def port_taken(port: int) -> str:
     return f"port {port} is taken by another process: set TT_ANVIL_PORT to a free port"
 
 
-def port_is_bindable(port: int, host: str = "127.0.0.1") -> bool:
-    """True when a listener could bind ``host:port`` now, as Anvil will (SO_REUSEADDR, as
-    tokio sets it: a closed node's lingering connections do not count as taken)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     # tryfirst: before the terminal's header, so the refusal is the session's only line
-    if not port_is_bindable(TEST_ANVIL_PORT):
+    if not port_is_free(TEST_ANVIL_PORT):
         raise pytest.UsageError(port_taken(TEST_ANVIL_PORT))
 
 

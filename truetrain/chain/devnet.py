@@ -34,6 +34,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a listener could bind ``host:port`` now, as Anvil will (SO_REUSEADDR, as
+    tokio sets it: a closed node's lingering connections do not count as taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def rpc_chain_id(url: str, timeout: float = 1.0) -> int | None:
     """The chain id the node at ``url`` reports, or None when it does not answer."""
     try:

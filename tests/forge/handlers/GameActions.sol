@@ -56,14 +56,7 @@ abstract contract GameActions is TaskActions {
         bytes32 draw = keccak256(abi.encode(random, g.committee + 1));
         IWorkerPool.Requirements memory req = IWorkerPool.Requirements(0, 0, 0, game.refereeStake(), g.worker, 0, 0);
         address[] memory before = pool.drawCommittee(draw, game.committeeSize(), req, g.challenger);
-        address mover = _staker(moverSeed);
-        if (amount % 2 == 0 || stakeManager.freeStake(mover) == 0) {
-            _stake(mover, bound(amount, 1, 500 ether));
-        } else {
-            uint256 cut = bound(amount, 1, stakeManager.freeStake(mover));
-            vm.prank(mover);
-            stakeManager.requestUnstake(cut);
-        }
+        address mover = _moveStake(moverSeed, amount);
         address[] memory afterMove = pool.drawCommittee(draw, game.committeeSize(), req, g.challenger);
         for (uint256 i = 0; i < afterMove.length; ++i) {
             bool kept = afterMove[i] == mover;

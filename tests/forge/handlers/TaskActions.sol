@@ -118,7 +118,16 @@ abstract contract TaskActions is MarketHandlerBase {
         IWorkerPool.Requirements memory req =
             IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, 0, market.auditorCollateral(), t.worker, 0, 0);
         address before = pool.sample(draw, req, true);
-        address mover = _staker(moverSeed);
+        address mover = _moveStake(moverSeed, amount);
+        address afterMove = pool.sample(draw, req, true);
+        _check(afterMove == before || afterMove == mover || before == mover, "M21: a stake move steered an audit draw");
+        _settle(id);
+    }
+
+    /// A staker tops up its stake (even `amount`) or cuts it (odd `amount`, when it has free
+    /// stake): the move a grinder makes once a draw's hash is public.
+    function _moveStake(uint256 moverSeed, uint256 amount) internal returns (address mover) {
+        mover = _staker(moverSeed);
         if (amount % 2 == 0 || stakeManager.freeStake(mover) == 0) {
             _stake(mover, bound(amount, 1, 500 ether));
         } else {
@@ -126,9 +135,6 @@ abstract contract TaskActions is MarketHandlerBase {
             vm.prank(mover);
             stakeManager.requestUnstake(cut);
         }
-        address afterMove = pool.sample(draw, req, true);
-        _check(afterMove == before || afterMove == mover || before == mover, "M21: a stake move steered an audit draw");
-        _settle(id);
     }
 
     /// Honest auditors commit the true root; a colluding one copies the worker's.
