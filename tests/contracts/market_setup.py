@@ -21,7 +21,7 @@ __all__ = [
     "job_params", "commitment", "audit_commitment", "register", "stake", "deploy_pool", "deploy_market",
     "pool", "job_market", "submitter", "w1", "w2", "v1", "v2", "crew", "new_job", "run_task", "ROOT", "CID", "SALT",
     "market_isolation", "ACCEPT_PENALTY_BPS", "FUTURE", "settle_audit", "mine_past", "ticket_for", "last_block",
-    "mine_past_ticket", "refresh_after_hold",
+    "mine_past_ticket", "refresh_after_hold", "four",
 ]
 
 ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
@@ -188,6 +188,19 @@ def crew(w1, w2, v1, v2, registry, token, stake_manager, pool, deployer, submitt
     pool.joinPool({"from": w1})
     pool.joinPool({"from": v1})
     return (w1, w2, v1, v2)
+
+
+@pytest.fixture(scope="module")
+def four(crew, registry, token, stake_manager, pool, deployer):
+    """Four workers in the pool (w1, w2 and two more), each up to two tasks at once."""
+    w1, w2, *_ = crew
+    extra = [accounts[11], accounts[12]]
+    for a in extra:
+        register(registry, a, ROLE_WORKER)
+        stake(token, stake_manager, a, deployer=deployer)
+    for a in (w2, *extra):
+        pool.joinPool({"from": a})
+    return [w1, w2, *extra]
 
 
 @pytest.fixture(scope="module")

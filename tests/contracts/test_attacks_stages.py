@@ -32,19 +32,6 @@ TIMEOUT_PENALTY = COLLATERAL * TIMEOUT_PENALTY_BPS // 10_000  # 2 TRAIN
 ACCEPT_PENALTY = COLLATERAL * ACCEPT_PENALTY_BPS // 10_000
 
 
-@pytest.fixture(scope="module")
-def four(crew, registry, token, stake_manager, pool, deployer):
-    """Four workers in the pool (w1, w2 and two more), each up to two tasks at once."""
-    w1, w2, *_ = crew
-    extra = [accounts[11], accounts[12]]
-    for a in extra:
-        register(registry, a, ROLE_WORKER)
-        stake(token, stake_manager, a, deployer=deployer)
-    for a in (w2, *extra):
-        pool.joinPool({"from": a})
-    return [w1, w2, *extra]
-
-
 def _task(job_market, tid) -> dict:
     return job_market.taskOf(tid).dict()
 

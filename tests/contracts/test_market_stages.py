@@ -2,23 +2,9 @@
 stages of one group) and the group's aligned deadlines (the stages wait on each other)."""
 
 import brownie
-import pytest
 from brownie import accounts, chain
 
 from tests.contracts.market_setup import *  # noqa: F401,F403
-
-
-@pytest.fixture(scope="module")
-def four(crew, registry, token, stake_manager, pool, deployer):
-    """Four workers in the pool (w1, w2 and two more), each up to two tasks at once."""
-    w1, w2, *_ = crew
-    extra = [accounts[11], accounts[12]]
-    for a in extra:
-        register(registry, a, ROLE_WORKER)
-        stake(token, stake_manager, a, deployer=deployer)
-    for a in (w2, *extra):
-        pool.joinPool({"from": a})
-    return [w1, w2, *extra]
 
 
 def _task(job_market, tid) -> dict:
