@@ -63,7 +63,7 @@ def fund_dev_accounts(client: ChainClient, token_address: str) -> list[str]:
 def devnet_up(port: int, ipfs_port: int) -> dict:
     """Start Anvil on ``port`` and an IPFS dev node on ``ipfs_port`` unless they run, deploy
     and fund; return the devnet's state."""
-    STATE_DIR.mkdir(exist_ok=True)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
     state = _read()
     anvil = _running(state, "anvil")
     if anvil is None:

@@ -23,11 +23,11 @@ library FutureRandomness {
     /// @notice Blocks between the request and the earliest block whose hash settles it.
     uint64 internal constant DELAY = 2;
     /// @notice Blocks in an epoch (every ticket is settled inside its own epoch).
-    uint64 internal constant EPOCH = 128;
+    uint64 internal constant EPOCH = 32;
     /// @notice The first blocks of an epoch, where no ticket lies (weights move freely).
-    uint64 internal constant OPEN = 16;
+    uint64 internal constant OPEN = 4;
     /// @notice The fewest blocks a ticket leaves to settle its draw in.
-    uint64 internal constant MIN_SETTLE = 48;
+    uint64 internal constant MIN_SETTLE = 12;
 
     /// @notice The draw of `ticket` cannot be read yet (or any more): settle between
     /// `ticket + 1` and the last block of the ticket's epoch.

@@ -125,7 +125,7 @@ def test_refereeSeatBuying_committeeIsTheSameWheneverItIsDrawn(game, pool, job_m
         return tuple(pool.drawCommittee(seed, COMMITTEE, (0, 0, 0, REFEREE_STAKE, str(w1), 0, 0), challenger))
 
     seen = set()
-    for wait in (0, 1, 7, 20):  # a seat buyer waits for the block that suits it, inside the ticket's epoch
+    for wait in (0, 1, 3, 6):  # a seat buyer waits for the block that suits it, inside the ticket's epoch
         if wait:
             chain.mine(wait)
         seen.add(committee_now())

@@ -25,9 +25,10 @@ from truetrain.market.jobs import JobTerms
 # devnet mines every 0.5 s and on every transaction): silence after a commitment costs the
 # whole collateral, so a restart that overran it would be a slash, not the fault under test.
 # The compute window (an audit's too) leaves the restarted verifier time for an audit drawn
-# while it hung: with 25 blocks, a restart slowed by other test lanes once overran it.
+# while it hung: with 25 blocks, then with 40, a restart slowed by the other test lanes (eight
+# on two cores in CI) overran it.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=6, compute_window=40, reveal_window=120, challenge_window=40, audit_rate_bps=10_000)
+                 accept_window=6, compute_window=60, reveal_window=120, challenge_window=60, audit_rate_bps=10_000)
 KILLED, RESTARTED, HONEST, VERIFIER = 2, 3, 4, 5
 HANG = "fault: hanging after"
 OWN_MOVES = {"acceptTask", "commitResult", "revealResult", "commitAudit", "revealAudit"}
@@ -99,7 +100,9 @@ def test_daemon_restarted_after_commit_reveals_without_duplicate_transaction(fau
     # twice times out twice) are not duplicates.
     per_task = Counter((name, arg) for name, arg, _ in sent if name in OWN_MOVES)
     assert per_task and max(per_task.values()) == 1, per_task
-    assert not [e for e in net.events("TaskTimedOut") if e["args"]["account"] == address]
+    timed_out = [e for e in net.events("TaskTimedOut") if e["args"]["account"] == address]
+    assert not timed_out, (f"timed out (phase, block): {[(e['args']['phase'], e['blockNumber']) for e in timed_out]}\n"
+                           + net.diagnosis(job_id))
     reveal = "revealResult" if account == RESTARTED else "revealAudit"
     assert any(name == reveal for name, *_ in sent)
 

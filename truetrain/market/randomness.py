@@ -12,11 +12,11 @@ from __future__ import annotations
 #: FutureRandomness.DELAY: blocks from a request to the earliest ticket.
 DELAY = 2
 #: FutureRandomness.EPOCH: a ticket's draw is settled inside the ticket's epoch.
-EPOCH = 128
+EPOCH = 32
 #: FutureRandomness.OPEN: the first blocks of every epoch hold no ticket.
-OPEN = 16
+OPEN = 4
 #: FutureRandomness.MIN_SETTLE: the fewest blocks a ticket leaves to settle in.
-MIN_SETTLE = 48
+MIN_SETTLE = 12
 
 
 def ticket_for(block: int) -> int:
