@@ -39,9 +39,11 @@ contract WorkerPool is AccessControl, IWorkerPool {
     SortitionSumTree.Tree private _workers;
     SortitionSumTree.Tree private _verifiers;
     mapping(address account => Member) private _members;
-    /// @dev The earliest ticket requested in each epoch: from the block after it to the
-    /// epoch's end, the verifier tree is held (see holdDraws).
-    mapping(uint256 epoch => uint64 ticket) private _firstHeld;
+    /// @dev The earliest ticket requested in an epoch, at the epoch's parity (a ticket names
+    /// its epoch, and requests reach at most into the next epoch, so two slots hold every live
+    /// hold and a new epoch's first hold rewrites a used slot instead of filling a new one):
+    /// from the block after it to the epoch's end, the verifier tree is held (see holdDraws).
+    uint64[2] private _held;
 
     /// @param registry_ the IdentityRegistry (roles, capability, liveness, reputation)
     /// @param stakeManager_ the StakeManager (free stake, collateral locks; grant this pool MARKET_ROLE there)
@@ -92,16 +94,17 @@ contract WorkerPool is AccessControl, IWorkerPool {
     /// @inheritdoc IWorkerPool
     function holdDraws(uint64 ticket) external onlyRole(DRAW_ROLE) {
         uint256 epoch = FutureRandomness.epochOf(ticket);
-        uint64 held = _firstHeld[epoch];
-        if (held != 0 && held <= ticket) return;
-        _firstHeld[epoch] = ticket;
+        uint64 held = _held[epoch & 1];
+        if (held != 0 && FutureRandomness.epochOf(held) == epoch && held <= ticket) return;
+        _held[epoch & 1] = ticket;
         emit DrawsHeld(epoch, ticket);
     }
 
     /// @inheritdoc IWorkerPool
     function verifiersHeld() public view returns (bool) {
-        uint64 held = _firstHeld[FutureRandomness.epochOf(block.number)];
-        return held != 0 && held < block.number;
+        uint256 epoch = FutureRandomness.epochOf(block.number);
+        uint64 held = _held[epoch & 1];
+        return held != 0 && FutureRandomness.epochOf(held) == epoch && held < block.number;
     }
 
     /// @inheritdoc IWorkerPool
@@ -265,15 +268,17 @@ contract WorkerPool is AccessControl, IWorkerPool {
         returns (address member, uint256 limit, address[] memory stale)
     {
         SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
-        stale = new address[](MAX_DRAW_ATTEMPTS);
-        uint256 staleCount;
+        uint256 staleCount; // `stale` is allocated at the first stale candidate (rare)
         Drawn memory drawn =
             Drawn(tree.total(), 0, new uint256[](MAX_DRAW_ATTEMPTS), new uint256[](MAX_DRAW_ATTEMPTS), 0, 0);
         for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS && drawn.removed < drawn.total; ++i) {
             uint256 random = uint256(keccak256(abi.encode(seed, i)));
             (address candidate, uint256 stored) = _drawExcluding(tree, drawn, random);
             Candidate memory c = _eligible(candidate, req, verifier);
-            if (c.stale) stale[staleCount++] = candidate;
+            if (c.stale) {
+                if (staleCount == 0) stale = new address[](MAX_DRAW_ATTEMPTS);
+                stale[staleCount++] = candidate;
+            }
             if (!c.ok) continue;
             // INVARIANT: worker draws follow the weight now, never a stale (higher) tree weight.
             if (!verifier && c.weight < stored && uint256(keccak256(abi.encode(random))) % stored >= c.weight) {
@@ -287,8 +292,10 @@ contract WorkerPool is AccessControl, IWorkerPool {
             }
             if (member == address(0)) (member, limit) = (candidate, c.limit);
         }
-        assembly ("memory-safe") {
-            mstore(stale, staleCount)
+        if (staleCount != 0) {
+            assembly ("memory-safe") {
+                mstore(stale, staleCount)
+            }
         }
     }
 

@@ -45,6 +45,12 @@ def _refuse_attach(self, laddr):
 
 Rpc.attach = _refuse_attach
 
+# Anvil writes every state older than its in-memory window to ~/.foundry/anvil/tmp and only
+# removes them when it exits cleanly: a long walk wrote gigabytes, and killed runs left them
+# behind (74 GB on this machine once). Tests read state at most one block back, so keeping the
+# last 256 states in memory and none on disk costs nothing (the flag rides on the command,
+# brownie has no setting for it).
+CONFIG.networks["development"]["cmd"] = f"{CONFIG.networks['development']['cmd']} --prune-history 256"
 CONFIG.networks["development"]["cmd_settings"] = {
     "port": TEST_ANVIL_PORT,
     "accounts": 20,

@@ -4,6 +4,7 @@ import brownie
 from brownie import ZERO_ADDRESS, chain, web3
 
 from tests.contracts.market_setup import *  # noqa: F401,F403
+from truetrain.market.randomness import EPOCH, OPEN
 
 
 def test_joinPool_entersWorkerTree_withStakeTimesReputation(pool, registry, stake_manager, w2, market_isolation):
@@ -118,3 +119,30 @@ def test_releaseMany_releasesCountSlotsOnce_andRefusesMoreThanActive(pool, stake
 def test_constructor_zeroLiveness_reverts(WorkerPool, registry, stake_manager, deployer, market_isolation):
     with brownie.reverts("PoolInvalidConfig: 0, 4"):
         WorkerPool.deploy(registry, stake_manager, 0, 4, {"from": deployer})
+
+
+def test_holds_ofTwoEpochsLiveAtOnce_andALaterEpochRewritesItsParitySlot(pool, deployer, market_isolation):
+    """WorkerPool keeps an epoch's first held ticket in one of two slots (by the epoch's
+    parity): a hold requested for the next epoch leaves this epoch's in place, and an epoch two
+    on finds its slot holding an old epoch's ticket and takes it over, however the tickets
+    compare."""
+    pool.grantRole(pool.DRAW_ROLE(), deployer, {"from": deployer})
+    chain.mine(EPOCH - chain.height % EPOCH)  # the next transaction lands at offset 1 of epoch e
+    e = chain.height // EPOCH
+    held = lambda tx: [(ev["epoch"], ev["ticket"]) for ev in tx.events["DrawsHeld"]] if "DrawsHeld" in tx.events else []  # noqa: E731
+    late, early, next_epoch = e * EPOCH + 20, e * EPOCH + 8, (e + 1) * EPOCH + OPEN
+    assert held(pool.holdDraws(late, {"from": deployer})) == [(e, late)]
+    assert held(pool.holdDraws(next_epoch, {"from": deployer})) == [(e + 1, next_epoch)]
+    assert held(pool.holdDraws(late + 1, {"from": deployer})) == []  # a later ticket of a held epoch moves nothing
+    assert held(pool.holdDraws(early, {"from": deployer})) == [(e, early)]  # the earliest ticket counts
+    mine_past(early)
+    assert pool.verifiersHeld()  # epoch e's hold survived the next epoch's request
+    chain.mine((e + 1) * EPOCH + OPEN + 1 - chain.height)
+    assert pool.verifiersHeld()  # and the next epoch's is live in its turn
+    # Epoch e + 2 shares epoch e's slot, which holds the ticket `early` (smaller than any of e + 2's).
+    chain.mine((e + 2) * EPOCH - chain.height)
+    assert not pool.verifiersHeld()
+    two_on = (e + 2) * EPOCH + 12
+    assert held(pool.holdDraws(two_on, {"from": deployer})) == [(e + 2, two_on)]
+    mine_past(two_on)
+    assert pool.verifiersHeld()

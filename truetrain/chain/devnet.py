@@ -96,6 +96,10 @@ def start_anvil(
         project_binary("anvil"), "--host", "127.0.0.1", "--port", str(port),
         "--accounts", str(accounts), "--balance", str(balance_eth),
         "--mnemonic", DEV_MNEMONIC, "--chain-id", str(DEV_CHAIN_ID),
+        # The last 256 states in memory and none on disk: Anvil otherwise writes every older
+        # state to ~/.foundry/anvil/tmp (gigabytes over a long devnet) and leaves them there
+        # when it is killed. Clients read state at most a block back (a reverted call's replay).
+        "--prune-history", "256",
     ]
     if block_time:
         args += ["--block-time", str(block_time)]
