@@ -2,130 +2,41 @@
 
 For every strategy issue 12 names (honest; wrong result; wrong result then silent when
 audited; audit peeking; auditor collusion; referee seat buying; self-dealing for
-reputation; challenge spam; griefing by never settling) and issue 27's audit-draw grinding
-by stake top-up (the seat buyer also tries top-ups before each committee draw), this prints the expected profit per
-task at the default job terms (the submitter CLI's) and the deployment's defaults, as
-``truetrain.market.economics`` computes it from the parameters read off the deployed
-contracts, then plays the strategy for --tasks tasks on a fresh Anvil with the real
-contracts and checks, task by task, that the party's measured change of wealth (wallet +
-stake + credits) is exactly the payoff the model gives the outcome the devnet drew, and that
-the outcomes came about as often as the model says (a 3-sigma band).
+reputation; challenge spam; griefing by never settling) and issue 27's (audit-draw grinding
+by stake top-up, here; the seat buyer also tries top-ups before each committee draw; and in
+bench/economics_attacks.py: a stage that cheats in a split job at the default settings, a
+free stall, reputation by self-challenge, dust-collateral referee griefing, reward-0 penalty
+farming), this prints the expected profit per task at the default job terms (the submitter
+CLI's; issue 27's cheap-terms rows at the cheapest terms the contracts allow) and the
+deployment's defaults, as ``truetrain.market.economics`` computes it from the parameters
+read off the deployed contracts, then plays the strategy for --tasks tasks on a fresh Anvil
+with the real contracts and checks, task by task, that the party's measured change of
+wealth (wallet + stake + credits) is exactly the payoff the model gives the outcome the
+devnet drew, and that the outcomes came about as often as the model says (a 3-sigma band).
+It exits 1 unless every dishonest row loses (model and devnet) and every payoff is exact.
 
 Colluders hold 23 % of the verifiers' weight (the seat buyer of the issue's finding 2): one
 identity for auditor collusion, three for seat buying. Gas and computing are left out (a
 cheater saves the computing, so cheating must lose tokens even when computing is free).
+The economy (cast, keeper, a row's checks) is bench/economy.py.
 
-    .venv/bin/python bench/economics.py [--tasks 50]
+    .venv/bin/python bench/economics.py [--tasks 50] [--only NAME[,NAME]]
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 from collections import Counter
-from dataclasses import dataclass, field
 
+import economics_attacks
 from devstack import CID, ROLE_SUBMITTER, ROLE_VERIFIER, ROLE_WORKER, SALT, Bench, E, commitment  # sets sys.path
-from players import CHEAT, CHEAT_ROOT, HONEST, HONEST_ROOT, SPAM, TOP_UPS, Cast, Players
+from economy import HONEST_VERIFIERS, VERIFIER_STAKE, Economy, Result, deploy_contract, wealth
+from players import CHEAT_ROOT, HONEST_ROOT, SPAM, TOP_UPS, Players
 from truetrain.chain.artifacts import decode_error
 from truetrain.chain.deploy import StackParams
 from truetrain.chain.devnet import free_port, start_anvil
 from truetrain.market import economics as model
-from truetrain.market.jobs import DEFAULT_TERMS
-from truetrain.market.randomness import EPOCH
 from web3.exceptions import ContractCustomError
-
-HONEST_VERIFIERS = 7
-VERIFIER_STAKE = 1_000 * E
-COLLUDER_SHARE = 0.23  # of the verifiers' total weight
-
-
-@dataclass
-class Result:
-    name: str
-    party: str
-    outcomes: list[model.Outcome]
-    seen: list[tuple[str, int]] = field(default_factory=list)  # (outcome, measured payoff) per task
-    note: str = ""
-
-    @property
-    def expected(self) -> float:
-        return model.expected(self.outcomes) / E
-
-    @property
-    def measured(self) -> float:
-        return sum(p for _, p in self.seen) / len(self.seen) / E
-
-    def mismatches(self) -> list[str]:
-        """Tasks whose measured payoff is not the model's payoff for the outcome seen."""
-        payoffs = {o.name: o.payoff for o in self.outcomes}
-        return [f"{name}: measured {p / E:+.4f}, model {payoffs.get(name, 0) / E:+.4f}"
-                for name, p in self.seen if payoffs.get(name) != p]
-
-    def frequency_ok(self) -> bool:
-        """Each outcome's count within 3 standard deviations of n × its probability."""
-        n, counts = len(self.seen), Counter(name for name, _ in self.seen)
-        probability = Counter()
-        for o in self.outcomes:
-            probability[o.name] += o.probability
-        return all(abs(counts[k] - n * q) <= 3 * math.sqrt(n * q * (1 - q)) + 1e-9 for k, q in probability.items())
-
-
-class Economy:
-    """One devnet stack; each strategy gets its own cast of fresh members."""
-
-    def __init__(self, bench: Bench):
-        self.b = bench
-        self.terms = DEFAULT_TERMS
-        game = bench.game.functions
-        self.params = model.Parameters(
-            reward=self.terms.reward_per_task, audit_fee=self.terms.audit_fee,
-            collateral=self.terms.worker_collateral, audit_rate_bps=self.terms.audit_rate_bps,
-            auditor_collateral=bench.market.functions.auditorCollateral().call(),
-            winner_bps=bench.stake.functions.slashWinnerBps().call(),
-            referee_bps=bench.stake.functions.slashRefereeBps().call(),
-            committee_size=game.committeeSize().call(), referee_penalty=game.refereePenalty().call())
-        self.keeper = bench.new_submitter()
-        self._members: list[str] = []
-
-    def job_terms(self) -> dict:
-        t = self.terms
-        return dict(reward=t.reward_per_task, audit_fee=t.audit_fee, collateral=t.worker_collateral,
-                    audit_bps=t.audit_rate_bps, challenge_window=t.challenge_window,
-                    windows=(t.accept_window, t.compute_window, t.reveal_window))
-
-    def cast(self, colluder_identities: int = 0) -> tuple[Cast, dict[str, int]]:
-        """Fresh honest verifiers (and colluders holding COLLUDER_SHARE of the weight, split
-        over ``colluder_identities``) in the pool; every earlier member leaves it."""
-        for member in self._members:
-            self.b.send(self.b.pool.functions.leavePool(), member)
-        honest = [self.b.new_account(ROLE_VERIFIER, VERIFIER_STAKE) for _ in range(HONEST_VERIFIERS)]
-        colluders = []
-        if colluder_identities:
-            total = round(HONEST_VERIFIERS * VERIFIER_STAKE * COLLUDER_SHARE / (1 - COLLUDER_SHARE))
-            colluders = [self.b.new_account(ROLE_VERIFIER, total // colluder_identities) for _ in range(colluder_identities)]
-        self._settle_weights(self._members + honest + colluders)
-        self._members = honest + colluders
-        weights = {v: self.b.pool.functions.weightOf(v, True).call() for v in self._members}
-        return Cast(self.keeper, self._members, set(colluders)), weights
-
-    def _settle_weights(self, members: list[str]) -> None:
-        """Verifier weights move only outside a draw's hold (WorkerPool.holdDraws): wait for
-        the next epoch if one is on, then refresh every member, leavers and newcomers."""
-        if self.b.pool.functions.verifiersHeld().call():
-            self.b.mine(EPOCH - self.b.height % EPOCH)
-        for member in members:
-            self.b.send(self.b.pool.functions.refresh(member), self.keeper, wait=False)
-        self.b.send(self.b.pool.functions.refresh(self.keeper), self.keeper)
-
-    def worker(self, roles: int = ROLE_WORKER) -> str:
-        address = self.b.new_account(roles, 5_000 * E)
-        self._members.append(address)
-        return address
-
-
-def wealth(b: Bench, parties: list[str]) -> int:
-    return sum(b.wealth(p) for p in parties)
 
 
 def run_worker_strategy(eco: Economy, players: Players, worker: str, parties: list[str], n: int, *,
@@ -207,7 +118,7 @@ def honest(eco: Economy, n: int) -> Result:
     cast, _ = eco.cast()
     worker = eco.worker()
     seen = run_worker_strategy(eco, Players(eco.b, cast), worker, [worker], n, root=HONEST_ROOT)
-    return Result("honest", "worker", model.honest(eco.params), seen)
+    return Result("honest", "worker", model.honest(eco.params), seen, dishonest=False)
 
 
 def wrong_result(eco: Economy, n: int) -> Result:
@@ -242,7 +153,7 @@ def audit_grinding(eco: Economy, n: int) -> Result:
     audited, it goes silent. The draw reads weights held since the ticket: no top-up moves it."""
     cast, _ = eco.cast()
     owner = eco.b.new_submitter()
-    grinder = _deploy_contract(eco, owner, "StakeGrinder", eco.b.market.address, eco.b.stake.address, eco.b.token.address)
+    grinder = deploy_contract(eco, owner, "StakeGrinder", eco.b.market.address, eco.b.stake.address, eco.b.token.address)
     eco.b.send(eco.b.token.functions.mint(grinder.address, 6_000 * E), eco.b.deployer.address)
     eco.b.send(grinder.functions.enlist(eco.b.registry.address, eco.b.pool.address, ROLE_WORKER | ROLE_VERIFIER,
                                         5_000 * E), owner)
@@ -272,17 +183,8 @@ def audit_grinding(eco: Economy, n: int) -> Result:
                        f"tried would have moved or waived: {steered} of {n}")
 
 
-def _deploy_contract(eco: Economy, owner: str, name: str, *args):
-    from truetrain.chain.artifacts import load_artifact
-
-    art = load_artifact(name)
-    factory = eco.b.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
-    receipt = eco.b.receipt(factory.constructor(*args), owner)
-    return eco.b.w3.eth.contract(address=receipt["contractAddress"], abi=art.abi)
-
-
 def _deploy_peeker(eco: Economy, owner: str):
-    peeker = _deploy_contract(eco, owner, "AuditPeeker", eco.b.market.address)
+    peeker = deploy_contract(eco, owner, "AuditPeeker", eco.b.market.address)
     eco.b.send(eco.b.token.functions.mint(peeker.address, 5_000 * E), eco.b.deployer.address)
     eco.b.send(peeker.functions.enlist(eco.b.registry.address, eco.b.stake.address, eco.b.pool.address,
                                        eco.b.token.address, 5_000 * E), owner)
@@ -355,14 +257,17 @@ def never_settling(eco: Economy, n: int) -> Result:
     return Result("griefing: never settling", "worker", model.never_settling(eco.params), seen)
 
 
-#: In the issue's order, except audit peeking last: its worker is a contract with no way to
-#: leave the pool, so it would be drawn for the strategies after it.
-STRATEGIES = [
-    honest, wrong_result, wrong_then_silent,
-    lambda eco, n: collusion(eco, n, 1, "auditor collusion"),
-    lambda eco, n: collusion(eco, n, 3, "referee seat buying (+ collusion)"),
-    self_dealing, challenge_spam, never_settling, audit_grinding, audit_peeking,
-]
+#: By --only name, in the issues' order, except audit peeking last: its worker is a contract
+#: with no way to leave the pool, so it would be drawn for the strategies after it.
+STRATEGIES = {
+    "honest": honest, "wrong": wrong_result, "silent": wrong_then_silent,
+    "collusion": lambda eco, n: collusion(eco, n, 1, "auditor collusion"),
+    "seat-buying": lambda eco, n: collusion(eco, n, 3, "referee seat buying (+ collusion)"),
+    "self-dealing": self_dealing, "spam": challenge_spam, "never-settling": never_settling,
+    "grinding": audit_grinding,
+    **economics_attacks.STRATEGIES,
+    "peeking": audit_peeking,
+}
 
 
 def table(results: list[Result], p: model.Parameters, n: int) -> None:
@@ -370,12 +275,13 @@ def table(results: list[Result], p: model.Parameters, n: int) -> None:
           f"collateral {p.collateral / E:g}, audit rate {p.audit_rate:.0%}, auditor collateral "
           f"{p.auditor_collateral / E:g}, committee {p.committee_size}, slash split {p.winner_bps / 100:g} % winner / "
           f"{p.referee_bps / 100:g} % referees; devnet: {n} tasks per strategy\n")
-    print(f"| {'strategy':<36} | {'who':<18} | {'model':>8} | {'devnet':>8} | payoffs | outcomes |")
-    print(f"|{'-' * 38}|{'-' * 20}|{'-' * 10}:|{'-' * 10}:|---|---|")
+    a, b = max(len(r.name) for r in results), max(len(r.party) for r in results)
+    print(f"| {'strategy':<{a}} | {'who':<{b}} | {'model':>8} | {'devnet':>8} | payoffs | outcomes |")
+    print(f"|{'-' * (a + 2)}|{'-' * (b + 2)}|{'-' * 9}:|{'-' * 9}:|---|---|")
     for r in results:
         exact = "exact" if not r.mismatches() else f"{len(r.mismatches())} differ"
         freq = "as drawn" if r.frequency_ok() else "OFF (>3σ)"
-        print(f"| {r.name:<36} | {r.party:<18} | {r.expected:>+8.2f} | {r.measured:>+8.2f} | {exact} | {freq} |")
+        print(f"| {r.name:<{a}} | {r.party:<{b}} | {r.expected:>+8.2f} | {r.measured:>+8.2f} | {exact} | {freq} |")
     for r in results:
         counts = Counter(name for name, _ in r.seen)
         print(f"\n{r.name}: " + "; ".join(f"{k} ×{v}" for k, v in sorted(counts.items())) + (f"\n  {r.note}" if r.note else ""))
@@ -386,16 +292,21 @@ def table(results: list[Result], p: model.Parameters, n: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=50, help="tasks per strategy on the devnet (default 50)")
-    n = parser.parse_args().tasks
+    parser.add_argument("--only", metavar="NAME[,NAME]", help=f"play only these strategies: {', '.join(STRATEGIES)}")
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else list(STRATEGIES)
+    if unknown := [name for name in names if name not in STRATEGIES]:
+        parser.error(f"no strategy {', '.join(unknown)}; the strategies: {', '.join(STRATEGIES)}")
+    n = args.tasks
     devnet = start_anvil(free_port())
     try:
         eco = Economy(Bench(devnet.url, StackParams(liveness_window_blocks=10_000_000)))
-        results = [strategy(eco, n) for strategy in STRATEGIES]
+        results = [strategy(eco, n) for name, strategy in STRATEGIES.items() if name in names]
     finally:
         devnet.stop()
     table(results, eco.params, n)
-    dishonest = results[1:]
-    ok = (all(r.expected < 0 and r.measured < 0 for r in dishonest) and results[0].expected > 0
+    ok = (all(r.expected < 0 and r.measured < 0 for r in results if r.dishonest)
+          and all(r.expected > 0 for r in results if not r.dishonest)
           and all(not r.mismatches() for r in results) and PEEKS["succeeded"] == 0)
     print("\nevery dishonest strategy loses:", "yes" if ok else "NO")
     return 0 if ok else 1

@@ -2,7 +2,8 @@
 
 Every step is a real transaction on the deployed stack (bench/devstack.py). Checkpoint
 traces are lists of leaf hashes: HONEST is what a correct replay gives; CHEAT is a worker's
-wrong result (diverging from leaf 2 on); SPAM is a false challenger's claim. Moves are
+wrong result (diverging from leaf 2 on); SPAM is a false challenger's claim; SAME_END a
+sybil's claim with another root but HONEST's result (its last leaf). Moves are
 planned by ``truetrain.dispute`` (the code the daemons use).
 """
 
@@ -26,7 +27,8 @@ def _trace(tag: str, start: int = 0, base: list[bytes] | None = None) -> list[by
 HONEST = _trace("honest")
 CHEAT = _trace("cheat", 2, HONEST)
 SPAM = _trace("spam", 1, HONEST)
-TRACES = {merkle_root(t): t for t in (HONEST, CHEAT, SPAM)}
+SAME_END = _trace("sybil", 1, HONEST)[:-1] + HONEST[-1:]
+TRACES = {merkle_root(t): t for t in (HONEST, CHEAT, SPAM, SAME_END)}
 HONEST_ROOT, CHEAT_ROOT, SPAM_ROOT = (merkle_root(t) for t in (HONEST, CHEAT, SPAM))
 VOTE_SALT = b"\x77" * 32
 #: Stake top-ups (wei) a grinder tries once a draw's hash is public (issue 27's proof of
@@ -115,7 +117,8 @@ class Players:
 
     def play(self, game_id: int, probe: bool = False) -> dict:
         """Both parties bisect by their own traces, the keeper draws the committee, the
-        referees vote, the keeper resolves; returns DisputeSettled's arguments. ``probe``:
+        referees vote, the keeper resolves; returns DisputeSettled's arguments (at once when
+        a move settled the game). ``probe``:
         first try the draw at three blocks of the ticket's settle window (state reverted each time)
         and record whether any would have seated another committee."""
         while (view := GameView.read(self.b.game, game_id)).status == GameStatus.BISECTING:
@@ -123,7 +126,9 @@ class Players:
                            else (view.challenger, view.challenger_root))
             hashes = TRACES[bytes(root)]
             claims = [c.as_tuple() for c in claims_for(view, hashes, cids(hashes), view.turn)]
-            self.b.send(self.g.move(game_id, claims), mover)
+            settled = self.b.events(self.b.receipt(self.g.move(game_id, claims), mover), self.b.game, "DisputeSettled")
+            if settled:  # a move that ends the game (a challenger's claim agreeing with the worker's result)
+                return settled[0]
         self.b.mine_past(view.deadline)
         if probe:
             tries = [(wait, 0) for wait in (0, 7, 40)] + [(0, top_up) for top_up in TOP_UPS]

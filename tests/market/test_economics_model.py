@@ -86,3 +86,39 @@ def test_theOldCollateral_letSeatBuyingPay():
     crew = colluders(0.23, 3)
     assert m.expected(m.colluding(old, {**HONEST7, **crew}, set(crew))) > 0
     assert Fraction(DEFAULT_TERMS.worker_collateral, DEFAULT_TERMS.reward_per_task) == 4
+
+
+def test_issue27_strategies_loseAtTheDefaults_andOnTheCheapestTerms():
+    """Issue 27's rows: a stage cheat replayed at the verifiers' default stage sample rate
+    (1.0) loses its collateral; a false stall pays the running timeout's 10 %; a self-challenge
+    and a dust game each cost the coalition the loser's bond less the winner's half; a penalty
+    farmer's task costs it its reward even when the offer is ignored once."""
+    from truetrain.daemon.settings import DaemonSettings
+
+    rate = DaemonSettings.__dataclass_fields__["stage_sample_rate"].default
+    assert rate == 1.0
+    stage = m.Parameters(**{**DEFAULTS.__dict__, "audit_rate_bps": 0})
+    assert m.expected(m.stage_cheat(stage, rate)) == -40 * E
+    assert m.expected(m.stage_cheat(stage, 0.0)) == 10 * E  # unreplayed, a stage cheat is paid
+    assert m.expected(m.false_stall(DEFAULTS)) == -4 * E
+    cheap = m.cheapest(DEFAULTS)
+    assert (cheap.reward, cheap.collateral, cheap.audit_fee, cheap.audit_rate_bps) == (E // 5, 20 * E, 0, 0)
+    assert m.expected(m.self_challenge(cheap)) == m.expected(m.dust_game(cheap)) == -10 * E
+    assert 3 * m.referee_pay(cheap) == 4 * E - 1  # 20 % of 20 TRAIN over 3 seats, rounded down
+    assert m.expected(m.penalty_farming(cheap)) == -E // 5
+    # at 100 × the reward an ignored offer's penalty (1 %) is the reward itself: the task nets 0
+    ignored = m.penalty_farming(cheap, ignored=1.0)
+    assert max(o.payoff for o in ignored) == 0 and m.expected(ignored) <= 0
+
+
+def test_stageCheat_losesWheneverMoreThanAFifthOfStagesAreReplayed():
+    """reward × (1 − r) − collateral × r < 0 ⟺ r > reward / (reward + collateral) = 1/5 at the defaults."""
+    stage = m.Parameters(**{**DEFAULTS.__dict__, "audit_rate_bps": 0})
+    assert m.expected(m.stage_cheat(stage, 0.19)) > 0 > m.expected(m.stage_cheat(stage, 0.21))
+
+
+def test_probabilities_ofIssue27Strategies_sumToOne():
+    cheap = m.cheapest(DEFAULTS)
+    for outcomes in (m.stage_cheat(DEFAULTS, 0.3), m.false_stall(DEFAULTS), m.self_challenge(cheap),
+                     m.dust_game(cheap), m.penalty_farming(cheap), m.penalty_farming(cheap, 0.4)):
+        assert sum(o.probability for o in outcomes) == pytest.approx(1.0)

@@ -8,14 +8,23 @@ values and checks every payoff, outcome by outcome, against a devnet run.
 
 Gas is left out (paid in ETH, the same order for every strategy) and so is the cost of
 computing: a cheater saves it, so a dishonest strategy must lose tokens even when computing
-is free. Nobody replays unaudited results here (the verifiers' default sample rate is 0):
-the figures are what a cheater expects with no third party watching.
+is free. Nobody replays unaudited results of whole tasks here (the verifiers' default sample
+rate is 0): those figures are what a cheater expects with no third party watching. The stages
+of a split job draw no audits; verifiers replay them at ``stage_sample_rate`` (1.0 by
+default), so that rate is the stage cheat's chance of a challenge.
+
+Issue 27's strategies on the cheapest terms the contracts allow (``cheapest``: reward
+MIN_COLLATERAL / MAX_COLLATERAL_PER_REWARD, collateral MIN_COLLATERAL, no audit fee or audit)
+are priced here too: a free stall, reputation by self-challenge, referee griefing with dust,
+and farming accept penalties.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import permutations
+
+from truetrain.market.jobs import MAX_COLLATERAL_PER_REWARD, MIN_COLLATERAL
 
 BPS = 10_000
 
@@ -33,6 +42,8 @@ class Parameters:
     referee_bps: int  # StakeManager.slashRefereeBps
     committee_size: int  # DisputeGame.committeeSize
     referee_penalty: int  # DisputeGame.refereePenalty
+    timeout_penalty_bps: int = 1_000  # JobMarket.timeoutPenaltyBps
+    accept_penalty_bps: int = 100  # JobMarket.acceptPenaltyBps
 
     @property
     def audit_rate(self) -> float:
@@ -44,6 +55,18 @@ class Parameters:
     def referee_share(self, slashed: int, majority: int) -> int:
         """What each of ``majority`` referees gets from a slash (StakeManager.slash)."""
         return 0 if majority == 0 else slashed * self.referee_bps // BPS // majority
+
+    def penalty(self, bps: int) -> int:
+        """A timeout penalty of ``bps`` of the collateral, rounded up (Escrow.share)."""
+        return -(-self.collateral * bps // BPS)
+
+
+def cheapest(p: Parameters) -> Parameters:
+    """The cheapest job the contracts accept (JobBook.validate): the least collateral, the
+    least reward that collateral allows (at most MAX_COLLATERAL_PER_REWARD × the reward), no
+    audit fee and no audits."""
+    return replace(p, reward=MIN_COLLATERAL // MAX_COLLATERAL_PER_REWARD, audit_fee=0, collateral=MIN_COLLATERAL,
+                   audit_rate_bps=0)
 
 
 @dataclass(frozen=True)
@@ -163,6 +186,59 @@ def never_settling(p: Parameters) -> list[Outcome]:
     deadline passes and anyone times the task out; silence after a commitment costs the
     collateral."""
     return [Outcome("timed out after its commitment", 1.0, payoff_caught(p))]
+
+
+# ---------------------------------------------------------------- issue 27's strategies
+
+
+def stage_cheat(p: Parameters, replay_rate: float) -> list[Outcome]:
+    """A stage of a split job that reveals a wrong result. Stages draw no audits (``p`` has
+    an audit rate of 0); an honest verifier replays the stage with probability
+    ``replay_rate`` (its ``stage_sample_rate``), challenges the wrong result and wins the game
+    before honest referees: the whole collateral. Unreplayed, it is paid with its group."""
+    return [Outcome("replayed: challenged, lost the game", replay_rate, payoff_caught(p)),
+            Outcome("not replayed: paid", 1 - replay_rate, payoff_paid(p))]
+
+
+def false_stall(p: Parameters) -> list[Outcome]:
+    """A stage worker that accepts, reports itself stalled at once (`reportStalled`) and does
+    nothing while the rest of its group runs: the group does not bear the report out, so its
+    deadline costs the running timeout's penalty (TaskRecovery._stalledStage)."""
+    return [Outcome("stall not borne out: timeout penalty", 1.0, -p.penalty(p.timeout_penalty_bps))]
+
+
+def self_challenge(p: Parameters) -> list[Outcome]:
+    """A worker's own job (it is the submitter), challenged by its sybil with a root of the
+    same result: the worker's first move wins. The game is self-dealt, so no win or
+    reputation is recorded; the coalition loses the sybil's bond (the task's collateral) but
+    its winner's share, which goes to the worker. Its own reward comes back to it."""
+    return [Outcome("won its own game: no reputation", 1.0, -p.collateral + p.winner_share(p.collateral))]
+
+
+def dust_game(p: Parameters) -> list[Outcome]:
+    """A coalition (submitter, worker, challenger) plays a game down to the referees on the
+    cheapest job, to make referees lock stake for nothing. The worker's wrong result loses
+    before honest referees: its collateral is slashed, the challenger's half comes back to the
+    coalition, the referees' share and the burn do not."""
+    return [Outcome("game down to the referees: lost its bond", 1.0, -p.collateral + p.winner_share(p.collateral))]
+
+
+def referee_pay(p: Parameters) -> int:
+    """What each honest referee of ``dust_game``'s unanimous committee is paid."""
+    return p.referee_share(p.collateral, p.committee_size)
+
+
+def penalty_farming(p: Parameters, ignored: float = 0.0) -> list[Outcome]:
+    """A submitter of the cheapest job hoping to collect accept penalties. A worker that
+    accepts is paid the reward; an offer ignored (with probability ``ignored``) pays the
+    submitter the accept penalty, and the task is offered to another worker, who is paid.
+    At the contracts' bound (collateral ≤ 100 × reward, accept penalty ≥ 1 %) the penalty is
+    at most the reward, so no task pays its submitter."""
+    outcomes = [Outcome("offer accepted: reward paid", 1 - ignored, -p.reward)]
+    if ignored:
+        outcomes.append(Outcome("offer ignored, then accepted: penalty in, reward paid", ignored,
+                                -p.reward + p.penalty(p.accept_penalty_bps)))
+    return outcomes
 
 
 def _merge(outcomes: list[Outcome]) -> list[Outcome]:
