@@ -27,6 +27,8 @@ __all__ = list(_market_all) + [
 ]
 
 CLOCK = 10
+#: The vote each referee committed, by (game contract, game, seat): what step_game reveals.
+_VOTES: dict[tuple[str, int, int], int] = {}
 COMMIT_WINDOW = 10
 REVEAL_WINDOW = 10
 COMMITTEE = 3
@@ -215,9 +217,13 @@ def step_game(game, game_id, traces: dict, honest: list[bytes], send, keeper, be
             if behaviour == "stall" and seat == 0:
                 continue  # a silent referee
             if g.status == GS.COMMITTING:
+                _VOTES[(game.address, game_id, seat)] = vote
                 send(game.commitVote, game_id, seat, vote_commitment(game_id, vote, salt, referee), {"from": referee})
             elif sealed != "0x" + "00" * 32:
-                send(game.revealVote, game_id, seat, vote, salt, {"from": referee})
+                # A referee reveals the vote it committed (the step that committed it may have
+                # played another behaviour than this one).
+                send(game.revealVote, game_id, seat, _VOTES.get((game.address, game_id, seat), vote), salt,
+                     {"from": referee})
         if view(game, game_id).status == GS.COMMITTING:
             chain.mine(COMMIT_WINDOW + 1)
             send(game.timeout, game_id, {"from": keeper})
