@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from devstack import CID, SALT, Bench, audit_commitment, commitment  # sets sys.path first
 from truetrain.dispute import GameStatus, GameView, Party, Vote, claims_for, opening_claims, vote_commitment
+from truetrain.market.randomness import last_block
 from truetrain.training.merkle import merkle_root
 from web3 import Web3
 
@@ -119,7 +120,8 @@ class Players:
         """Both parties bisect by their own traces, the keeper draws the committee, the
         referees vote, the keeper resolves; returns DisputeSettled's arguments (at once when
         a move settled the game). ``probe``:
-        first try the draw at three blocks of the ticket's settle window (state reverted each time)
+        first try the draw at three blocks of the ticket's settle window, its first, a middle one
+        and its last (state reverted each time),
         and record whether any would have seated another committee."""
         while (view := GameView.read(self.b.game, game_id)).status == GameStatus.BISECTING:
             mover, root = ((view.worker, view.worker_root) if view.turn == Party.WORKER
@@ -131,7 +133,9 @@ class Players:
                 return settled[0]
         self.b.mine_past(view.deadline)
         if probe:
-            tries = [(wait, 0) for wait in (0, 7, 40)] + [(0, top_up) for top_up in TOP_UPS]
+            # The draw's first block, one mid-way, and the last of the ticket's epoch.
+            last_wait = last_block(view.deadline) - self.b.height - 1
+            tries = [(wait, 0) for wait in (0, last_wait // 2, last_wait)] + [(0, top_up) for top_up in TOP_UPS]
             self.cast.steerable_draws.append(len({self._probe_committee(game_id, *t) for t in tries}) > 1)
         self.b.send(self.g.drawReferees(game_id), self.cast.keeper)
         self._vote(game_id, GameView.read(self.b.game, game_id))
