@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from submitter.accounts import identity, token
-from truetrain.cli_options import ADDRESS, Refused, TokenAmountType, emit, format_tokens, json_option, session_options
+from truetrain.cli_options import (ADDRESS, JOB_ID, JobIdCommand, Refused, TokenAmountType, emit, format_tokens,
+                                   json_option, session_options)
 from truetrain.market.jobs import DEFAULT_TERMS
 from truetrain.network import MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
 
@@ -227,8 +228,8 @@ def job_report(session, job_id: int) -> dict:
             "min_fetch_kibps": job.min_fetch_kibps, "max_rpc_rtt_ms": job.max_rpc_rtt_ms, "stages": job.stages}
 
 
-@job.command("status")
-@click.argument("job_id", type=click.IntRange(0))
+@job.command("status", cls=JobIdCommand)
+@click.argument("job_id", type=JOB_ID)
 @json_option
 @session_options()
 def job_status(session, as_json, job_id):
@@ -283,8 +284,8 @@ def job_list(session, as_json, submitter):
     emit({"submitter": address, "jobs": jobs}, as_json, "\n".join(lines))
 
 
-@job.command("cancel")
-@click.argument("job_id", type=click.IntRange(0))
+@job.command("cancel", cls=JobIdCommand)
+@click.argument("job_id", type=JOB_ID)
 @json_option
 @session_options(signing=True)
 def job_cancel(session, as_json, job_id):
@@ -303,8 +304,8 @@ def job_cancel(session, as_json, job_id):
          f"job {job_id} cancelled: {format_tokens(refund)} TRAIN credited back (`truetrain token withdraw` pays it out)")
 
 
-@job.command("results")
-@click.argument("job_id", type=click.IntRange(0))
+@job.command("results", cls=JobIdCommand)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for model.ckpt, training.png and summary.json.")
 @json_option
@@ -324,8 +325,8 @@ def job_results(session, as_json, job_id, out_dir):
                            f"wrote {files['model']}, {files['plot']}, {files['summary']}")
 
 
-@job.command("sample")
-@click.argument("job_id", type=click.IntRange(0))
+@job.command("sample", cls=JobIdCommand)
+@click.argument("job_id", type=JOB_ID)
 @click.option("--prompt", required=True, help="Text the model continues.")
 @click.option("--length", type=click.IntRange(1, 4096), default=200, show_default=True, help="Bytes to generate.")
 @click.option("--temperature", type=click.FloatRange(0, 10), default=0.0, show_default=True,

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 
 from truetrain.cli_options import ROLE_BITS, Refused, Session, format_tokens
 from truetrain.errors import ConfigError
-from truetrain.market.jobs import (
-    MAX_COLLATERAL_PER_REWARD, MAX_REVEAL_WINDOW_BLOCKS, MIN_COLLATERAL, MIN_WINDOW_BLOCKS, JobTerms,
-)
+from truetrain.market.jobs import JobTerms
+from truetrain.market.terms_check import check_cid, check_terms
 from truetrain.training import Dataset, build_manifest, load_dataset, publish_dataset, split_test
 from truetrain.training.intgemm import DEFAULT_LIMBS
+from truetrain.training.manifest import MAX_CHECKPOINT_LEAVES
 
 #: The market stores the escrow in 128 bits.
 MAX_ESCROW_WEI = 2**128 - 1
@@ -119,44 +119,19 @@ def plan_text_job(spec: TrainingSpec, terms: JobTerms, fit_memory: bool = False)
     return plan
 
 
-def check_terms(terms: JobTerms) -> None:
-    """Refuse, naming the flag, every term JobMarket.createJob would refuse (JobBook.create)."""
-    reward, collateral = terms.reward_per_task, terms.worker_collateral
-    if reward <= 0:
-        raise ConfigError("--reward must be more than 0 TRAIN: a job pays its tasks")
-    if collateral < MIN_COLLATERAL:
-        raise ConfigError(f"--collateral {format_tokens(collateral)} TRAIN is below the market's least, "
-                          f"{format_tokens(MIN_COLLATERAL)} TRAIN (a challenger bonds as much)")
-    if collateral < reward:
-        raise ConfigError(f"--collateral {format_tokens(collateral)} TRAIN is below --reward {format_tokens(reward)} "
-                          f"TRAIN: a worker must stake more than a wrong result could earn it")
-    if collateral > reward * MAX_COLLATERAL_PER_REWARD:
-        raise ConfigError(f"--collateral {format_tokens(collateral)} TRAIN is more than {MAX_COLLATERAL_PER_REWARD} x "
-                          f"--reward {format_tokens(reward)} TRAIN: raise --reward or lower --collateral")
-    windows = (("--accept-window", terms.accept_window), ("--compute-window", terms.compute_window),
-               ("--reveal-window", terms.reveal_window), ("--challenge-window", terms.challenge_window))
-    for flag, blocks in windows:
-        if blocks < MIN_WINDOW_BLOCKS:
-            raise ConfigError(f"{flag} {blocks} is shorter than the market's least window, {MIN_WINDOW_BLOCKS} blocks")
-    if terms.reveal_window > MAX_REVEAL_WINDOW_BLOCKS:
-        raise ConfigError(f"--reveal-window {terms.reveal_window} is longer than {MAX_REVEAL_WINDOW_BLOCKS} blocks "
-                          f"(the audit draw's block hash must stay readable until it ends)")
-    if terms.challenge_window < terms.compute_window:
-        raise ConfigError(f"--challenge-window {terms.challenge_window} is shorter than --compute-window "
-                          f"{terms.compute_window}: a third party must be able to re-run a task and challenge it")
-
-
 def plan_job(spec: TrainingSpec, terms: JobTerms, *, fit_memory: bool = False) -> JobPlan:
     """Check the submission without any node; raise :class:`ConfigError` or ``DatasetError``
     (``fit_memory``: an LM's terms ask for at least the memory it needs)."""
-    check_terms(terms)
+    check_terms(terms, spec.stages)
     if spec.limbs is not None and spec.numeric_mode != "repro":
         raise ConfigError("--limbs applies to --numeric-mode repro only")
     if spec.steps % spec.checkpoint_interval:
         raise ConfigError(f"--checkpoint-interval {spec.checkpoint_interval} must divide --steps {spec.steps}")
-    if spec.pipeline and terms.audit_rate_bps:
-        raise ConfigError("a job split into stages is checked by sampling verifiers, not by drawn audits "
-                          "(a stage's inputs are its neighbours' results): give --audit-rate 0")
+    leaves = spec.steps // spec.checkpoint_interval + 1
+    if leaves > MAX_CHECKPOINT_LEAVES:
+        raise ConfigError(f"--steps {spec.steps} / --checkpoint-interval {spec.checkpoint_interval} commits {leaves:,} "
+                          f"checkpoints a task, more than the {MAX_CHECKPOINT_LEAVES:,} the market records: raise "
+                          f"--checkpoint-interval")
     if spec.model == "lm":
         return plan_text_job(spec, terms, fit_memory)
     data = load_dataset(spec.dataset)
@@ -229,11 +204,13 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
         refs = publish_dataset(store, plan.data, num_shards=spec.shards, seed=spec.seed)
     manifest = build_job_manifest(spec, plan, refs)
     stored = store.add_bytes(manifest.to_bytes())
+    check_cid(stored.cid, "manifest")
     registered = ensure_submitter(session)
     contracts = session.contracts
-    params = plan.terms.params(manifest, stored.cid, session.client.w3.eth.block_number)
     if approve:
         session.send(contracts.token.functions.approve(contracts.market.address, plan.escrow))
+    # The expiry counts from the block createJob goes into, not from before the approval.
+    params = plan.terms.params(manifest, stored.cid, session.client.w3.eth.block_number)
     receipt = session.send(contracts.market.functions.createJob(params))
     created = contracts.market.events.JobCreated().process_receipt(receipt.raw, errors=DISCARD)
     return {"job_id": created[0]["args"]["jobId"], "escrow_wei": plan.escrow, "escrow": format_tokens(plan.escrow),

@@ -1,7 +1,8 @@
 """The ``truetrain`` command: one click group that mounts the roles' commands.
 
 Errors the project raises on purpose (:class:`TruetrainError`) become one line on stderr
-and a non-zero exit code, never a traceback. The roles' groups are mounted by import path
+and a non-zero exit code, never a traceback; so do a command's usage errors (a bad flag or
+argument), which exit 2. The roles' groups are mounted by import path
 and imported only when named, so ``truetrain --help`` stays fast (no torch, no web3) and
 a role whose module fails to import breaks only its own command.
 """
@@ -26,6 +27,13 @@ class TruetrainGroup(click.Group):
             return super().invoke(ctx)
         except TruetrainError as exc:
             click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group named alone prints its help
+        except click.UsageError as exc:
+            # A bad flag or argument of a command is one line too (click would add its usage
+            # and a "Try --help" line); exit code 2 as click's.
+            click.echo(f"Error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -19,7 +20,8 @@ import click
 from eth_account import Account
 from web3 import Web3
 
-from truetrain.errors import ConfigError, StorageError, StorageTimeout, StorageUnavailable, TruetrainError
+from truetrain.endpoints import check_ipfs_addr, check_rpc_url
+from truetrain.errors import ConfigError, TruetrainError
 from truetrain.paths import DEPLOYMENTS, HOME
 from truetrain.storage.cids import is_cid
 
@@ -95,7 +97,38 @@ class TokenAmountType(click.ParamType):
         return int(wei)
 
 
-ADDRESS, CID = AddressType(), CidType()
+class JobIdType(click.ParamType):
+    """A job id: a positive integer."""
+
+    name = "job_id"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        job_id = int(value) if re.fullmatch(r"[0-9]{1,78}", str(value)) else 0
+        if not 1 <= job_id < 2**256:
+            self.fail(f"a job id is a positive integer, got {value!r}", param, ctx)
+        return job_id
+
+
+class JobIdCommand(click.Command):
+    """A command taking a JOB_ID: a negative one (``-1``), which click reads as an unknown
+    option, is refused as the job id it was meant to be."""
+
+    def parse_args(self, ctx, args):
+        given_args = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            given = next((a for a in given_args if re.fullmatch(r"-[0-9][0-9_.]*", a) and a.startswith(exc.option_name)),
+                         None)
+            if given is None:
+                raise
+            job_id = next(p for p in self.params if p.name == "job_id")
+            raise click.BadParameter(f"a job id is a positive integer, got {given!r}", ctx, job_id) from None
+
+
+ADDRESS, CID, JOB_ID = AddressType(), CidType(), JobIdType()
 AMOUNT = TokenAmountType()
 
 
@@ -107,11 +140,27 @@ def _devnet_state() -> dict:
 
 
 def default_rpc() -> str:
-    return os.environ.get("TRUETRAIN_RPC") or _devnet_state().get("anvil", {}).get("url") or DEFAULT_RPC
+    return default_rpc_from()[0]
 
 
 def default_ipfs() -> str:
-    return os.environ.get("TRUETRAIN_IPFS") or _devnet_state().get("ipfs", {}).get("api_addr") or DEFAULT_IPFS
+    return default_ipfs_from()[0]
+
+
+def default_rpc_from() -> tuple[str, str]:
+    """(the RPC URL a command uses without --rpc, where it comes from, for messages)."""
+    if os.environ.get("TRUETRAIN_RPC"):
+        return os.environ["TRUETRAIN_RPC"], "TRUETRAIN_RPC"
+    url = _devnet_state().get("anvil", {}).get("url")
+    return (url, f"the devnet's RPC URL in {DEVNET_STATE}") if url else (DEFAULT_RPC, "the default RPC URL")
+
+
+def default_ipfs_from() -> tuple[str, str]:
+    """(the IPFS API address a command uses without --ipfs, where it comes from)."""
+    if os.environ.get("TRUETRAIN_IPFS"):
+        return os.environ["TRUETRAIN_IPFS"], "TRUETRAIN_IPFS"
+    addr = _devnet_state().get("ipfs", {}).get("api_addr")
+    return (addr, f"the devnet's IPFS address in {DEVNET_STATE}") if addr else (DEFAULT_IPFS, "the default IPFS address")
 
 
 def load_account(key: str | None, keystore: Path | None, account_index: int | None):
@@ -128,16 +177,37 @@ def load_account(key: str | None, keystore: Path | None, account_index: int | No
         except (ValueError, TypeError):
             raise ConfigError("--key is not a 32-byte hex private key") from None
     if keystore is not None:
-        password = os.environ.get("TRUETRAIN_KEYSTORE_PASSWORD")
-        if password is None:
-            raise ConfigError("--keystore needs its password in TRUETRAIN_KEYSTORE_PASSWORD")
-        try:
-            return Account.from_key(Account.decrypt(json.loads(Path(keystore).read_text()), password))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot open keystore {keystore}: {exc}") from None
+        return _open_keystore(Path(keystore))
     if account_index is not None:
         return dev_account(account_index)
     return None
+
+
+def _open_keystore(path: Path):
+    """The account in an encrypted key file: the file is checked before the password is asked."""
+    if not path.exists():
+        raise ConfigError(f"--keystore {path}: no such file")
+    if path.is_dir():
+        raise ConfigError(f"--keystore {path} is a folder, not a key file")
+    try:
+        keyfile = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--keystore {path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError:
+        raise ConfigError(f"--keystore {path} is not a keystore file (an encrypted JSON key file)") from None
+    if not isinstance(keyfile, dict) or not isinstance(keyfile.get("crypto", keyfile.get("Crypto")), dict):
+        raise ConfigError(f"--keystore {path} is not a keystore file (an encrypted JSON key file)")
+    password = os.environ.get("TRUETRAIN_KEYSTORE_PASSWORD")
+    if password is None:
+        raise ConfigError("--keystore needs its password in TRUETRAIN_KEYSTORE_PASSWORD")
+    try:
+        return Account.from_key(Account.decrypt(keyfile, password))
+    except ValueError as exc:
+        if "MAC mismatch" in str(exc):
+            raise ConfigError(f"--keystore {path}: TRUETRAIN_KEYSTORE_PASSWORD is not its password") from None
+        raise ConfigError(f"--keystore {path}: cannot decrypt it ({exc})") from None
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"--keystore {path} is not a keystore file (it lacks {exc})") from None
 
 
 @dataclass
@@ -171,18 +241,9 @@ class Session:
     @property
     def store(self):
         if self._store is None:
-            from truetrain.storage import StorageClient, StorageSettings
+            from truetrain.storage import StorageSettings, connect_store
 
-            store = StorageClient(StorageSettings(api_addr=self.ipfs, retries=1, timeout_s=10.0))
-            try:
-                store.id()
-            except (StorageUnavailable, StorageTimeout):
-                store.close()
-                raise StorageUnavailable(f"no IPFS node answers at {self.ipfs}") from None
-            except StorageError as exc:
-                store.close()
-                raise type(exc)(f"the IPFS node at {self.ipfs} failed: {exc}") from None
-            self._store = store
+            self._store = connect_store(StorageSettings(api_addr=self.ipfs, retries=1, timeout_s=10.0))
         return self._store
 
     @property
@@ -247,7 +308,10 @@ def session_options(signing: bool = False):
     def decorate(f):
         @functools.wraps(f)
         def wrapper(*args, rpc, ipfs, deployments, account_index=None, key=None, keystore=None, **kwargs):
-            session = Session(rpc or default_rpc(), ipfs or default_ipfs(), deployments or DEPLOYMENTS,
+            # Checked before anything is asked of a node, naming where a bad value came from.
+            rpc = check_rpc_url(*((rpc, "--rpc") if rpc is not None else default_rpc_from()))
+            ipfs = check_ipfs_addr(*((ipfs, "--ipfs") if ipfs is not None else default_ipfs_from()))
+            session = Session(rpc, ipfs, deployments or DEPLOYMENTS,
                               key=key, keystore=keystore, account_index=account_index)
             try:
                 return f(*args, session=session, **kwargs)
@@ -278,5 +342,5 @@ def emit(payload, as_json: bool, human: str) -> None:
     click.echo(json.dumps(payload, default=str) if as_json else human)
 
 
-__all__ = ["ADDRESS", "AMOUNT", "CID", "ROLE_BITS", "Refused", "Session", "TokenAmountType", "TruetrainError",
-           "emit", "format_tokens", "json_option", "load_account", "role_names", "session_options"]
+__all__ = ["ADDRESS", "AMOUNT", "CID", "JOB_ID", "ROLE_BITS", "JobIdCommand", "Refused", "Session", "TokenAmountType",
+           "TruetrainError", "emit", "format_tokens", "json_option", "load_account", "role_names", "session_options"]

@@ -40,7 +40,7 @@ from truetrain.training.gemm_check import engine_for, kernel_check
 from truetrain.market import ROLE_VERIFIER, MarketReader, ResultBundle, TaskStatus
 from truetrain.market.stages import StageBundle
 from truetrain.network import FetchMeter
-from truetrain.storage import StorageClient, StorageSettings
+from truetrain.storage import StorageSettings, connect_store
 
 log = logging.getLogger("truetrain.daemon")
 
@@ -115,8 +115,8 @@ class Daemon:
         self.contracts = connect_deployment(client, self.settings.deployments)
         self.client = client
         self.market = self.contracts.market
-        self.store = StorageClient(StorageSettings(api_addr=self.settings.ipfs_api))
-        self.store.id()  # fail now, in one line, if no IPFS node answers
+        # Fails now, in one line, if no IPFS node answers.
+        self.store = connect_store(StorageSettings(api_addr=self.settings.ipfs_api))
         #: Times the reader's verified fetches (shards, checkpoints): the declared throughput.
         self.meter = FetchMeter(self.store)
         self.reader = MarketReader(self.contracts, self.meter)

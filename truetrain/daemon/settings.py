@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from truetrain.endpoints import rpc_url_problem
 from truetrain.errors import ConfigError
 from truetrain.paths import DEPLOYMENTS, HOME
 
@@ -81,7 +82,7 @@ class DaemonSettings:
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ConfigError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
-        if not isinstance(self.rpc_url, str) or not self.rpc_url.startswith(("http://", "https://")):
+        if rpc_url_problem(self.rpc_url) is not None:
             raise ConfigError(f"rpc_url must be an http(s) URL, got {self.rpc_url!r}")
         if sum(x is not None for x in (self.key, self.keystore, self.account_index)) != 1:
             raise ConfigError("give exactly one signing key: key, keystore or account_index")

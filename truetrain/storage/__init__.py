@@ -7,7 +7,7 @@
     data = client.fetch(obj.cid, obj.hash, max_size=1 << 30)   # verified keccak256
 """
 
-from truetrain.storage.client import StorageClient
+from truetrain.storage.client import StorageClient, connect_store
 from truetrain.storage.devnode import DevNode, devnode_status, node_executable, start_devnode, stop_devnode
 from truetrain.storage.models import NodeInfo, PeerInfo, StoredObject
 from truetrain.storage.settings import DEFAULT_API_ADDR, StorageSettings
@@ -24,4 +24,5 @@ __all__ = [
     "node_executable",
     "start_devnode",
     "stop_devnode",
+    "connect_store",
 ]

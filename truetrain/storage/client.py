@@ -301,3 +301,18 @@ def _chunks(stream: Iterable[bytes]) -> Iterable[bytes]:
     for chunk in stream:
         if chunk:
             yield chunk
+
+
+def connect_store(settings: StorageSettings) -> StorageClient:
+    """A client whose node has answered once: "no IPFS node answers at …" in one line when
+    none does (not the HTTP library's retries), the node's own failure otherwise."""
+    store = StorageClient(settings)
+    try:
+        store.id()
+    except (StorageUnavailable, StorageTimeout):
+        store.close()
+        raise StorageUnavailable(f"no IPFS node answers at {settings.api_addr}") from None
+    except StorageError as exc:
+        store.close()
+        raise type(exc)(f"the IPFS node at {settings.api_addr} failed: {exc}") from None
+    return store

@@ -19,17 +19,15 @@ ENV_BACKOFF_S = "TRUETRAIN_IPFS_BACKOFF_S"
 
 
 def _check_api_addr(addr: str) -> None:
-    # Validate with the very parser ipfshttpclient uses, so anything accepted here connects.
-    from ipfshttpclient import exceptions as ipfs_exceptions
-    from ipfshttpclient.http_common import multiaddr_to_url_data
+    # Validated with the very parser ipfshttpclient uses, so anything accepted here connects.
+    from truetrain.endpoints import ipfs_addr_problem
 
-    try:
-        multiaddr_to_url_data(addr, "api/v0")
-    except (ipfs_exceptions.AddressError, ValueError, TypeError) as error:
+    problem = ipfs_addr_problem(addr)
+    if problem is not None:
         raise ConfigError(
             f"invalid IPFS API address {addr!r}: expected a multiaddr such as "
-            f"{DEFAULT_API_ADDR} or /dns4/host/tcp/5001/https ({error})"
-        ) from None
+            f"{DEFAULT_API_ADDR} or /dns4/host/tcp/5001/https ({problem})"
+        )
 
 
 @dataclass(frozen=True)

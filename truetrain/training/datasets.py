@@ -66,11 +66,7 @@ def load_dataset(source: str | os.PathLike = "digits") -> Dataset:
 
         d = load_digits()
         return Dataset(*_check_xy(d.data / 16.0, d.target, "digits"))
-    try:
-        with np.load(source, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"cannot read dataset {source}: {exc}") from exc
+    arrays = _read_npz(source)
     if "x" not in arrays or "y" not in arrays:
         raise DatasetError(f"{source}: .npz needs keys 'x' and 'y'")
     x, y = _check_xy(arrays["x"], arrays["y"], f"{source}")
@@ -84,6 +80,25 @@ def load_dataset(source: str | os.PathLike = "digits") -> Dataset:
     return Dataset(x, y)
 
 
+def _read_npz(source) -> dict:
+    """The arrays of a ``.npz`` file; a file that is not one (text, a ``.npy``, object
+    arrays that only unpickling could load) is refused by what it is, not by numpy's advice."""
+    import zipfile
+
+    if not zipfile.is_zipfile(source):
+        raise DatasetError(f"{source} is not an .npz dataset (a NumPy archive made by numpy.savez with arrays "
+                           f"x and y)")
+    try:
+        with np.load(source, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise DatasetError(f"{source} holds object arrays: save x and y as numeric arrays") from None
+        raise DatasetError(f"cannot read dataset {source}: {exc}") from exc
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise DatasetError(f"cannot read dataset {source}: {exc}") from exc
+
+
 def split_test(dataset: Dataset, seed: int, test_fraction: float = 0.2):
     """(x_train, y_train, x_test, y_test): the given test set, else a seeded split."""
     if dataset.x_test is not None:
@@ -91,7 +106,11 @@ def split_test(dataset: Dataset, seed: int, test_fraction: float = 0.2):
     n = len(dataset.y)
     n_test = int(round(n * test_fraction))
     if not 0 < n_test < n:
-        raise DatasetError(f"test_fraction {test_fraction} leaves no train or test samples")
+        least = next((m for m in range(2, 10_000) if 0 < round(m * test_fraction) < m), None)
+        if least is None:
+            raise DatasetError(f"test_fraction {test_fraction} leaves no train or test samples")
+        raise DatasetError(f"the dataset has {n} sample(s), too few to hold out {test_fraction:.0%} as a test set: "
+                           f"give at least {least}, or a test set of its own (x_test and y_test in the .npz)")
     perm = permutation(derive_key(seed, "test-split"), n)
     test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
     return dataset.x[train], dataset.y[train], dataset.x[test], dataset.y[test]
