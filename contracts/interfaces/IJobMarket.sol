@@ -101,7 +101,7 @@ interface IJobMarket {
 
     /// @notice A job as stored. `escrow` is what the job still holds here, `surplus` the
     /// part of it that is already free (audit fees of tasks finalized without an audit),
-    /// refunded by `refundSurplus` and automatically at completion, cancel and expiry. `nextIndex` is the next index of the current round to give
+    /// refunded by `refundSurplus` and automatically at completion, cancel and expiry (a task finalized after its job stopped refunds its unused fee at once). `nextIndex` is the next index of the current round to give
     /// an id to (`shards` = the aggregation task, `shards + 1` = all drawn);
     /// `finalizedInRound` counts finalized shard tasks of the current round.
     struct Job {

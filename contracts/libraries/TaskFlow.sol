@@ -336,13 +336,22 @@ library TaskFlow {
         uint128 reward = j.rewardPerTask;
         uint128 fee = payAuditor ? j.auditFee : 0;
         // An unused audit fee stays in escrow as the job's surplus (same slot, no extra
-        // store); it is refunded by refundSurplus, at completion, cancel or expiry.
+        // store); it is refunded by refundSurplus, at completion, cancel or expiry. A task
+        // finishing after its job was stopped refunds its fee at once: the stop refunded the
+        // surplus there was, and nothing else would come for this fee.
+        uint128 unused = payAuditor ? 0 : j.auditFee;
+        if (unused != 0 && j.status != IJobMarket.JobStatus.Active) {
+            fee = unused;
+            unused = 0;
+            credit(s, j.submitter, fee);
+            emitRefund(jobId, j.submitter, fee);
+        }
         j.escrow -= reward + fee;
-        if (!payAuditor) j.surplus += j.auditFee;
+        if (unused != 0) j.surplus += unused;
         s.totalEscrow -= reward + fee;
         credit(s, t.worker, reward);
         if (payAuditor) credit(s, t.auditor, fee);
-        emit IJobMarket.TaskFinalized(id, t.worker, reward, payAuditor ? t.auditor : address(0), fee);
+        emit IJobMarket.TaskFinalized(id, t.worker, reward, payAuditor ? t.auditor : address(0), payAuditor ? fee : 0);
 
         (, uint32 round, uint32 index) = TaskIds.decode(id);
         if (index < j.shards) {

@@ -77,9 +77,14 @@ def test_cancelJob_refundsUndrawnAtOnce_inFlightFinishes_andPendingClosed(job_ma
     job_market.commitResult(running, commitment(running, ROOT, CID, SALT, w1), {"from": w1})
     job_market.revealResult(running, ROOT, CID, SALT, {"from": w1})
     chain.mine(21)
-    job_market.finalize(running, {"from": w1})
-    job_market.refundSurplus(job_id, {"from": w1})
+    tx = job_market.finalize(running, {"from": w1})
+    # The stop refunded the surplus there was; the fee this late task did not use comes back
+    # with its finalization (no refundSurplus needed, nothing left as surplus).
+    assert tx.events["TaskFinalized"]["auditFee"] == 0
+    assert [(e["jobId"], e["submitter"], e["amount"]) for e in tx.events["Refunded"]] == [(job_id, submitter, 2 * E)]
+    assert job_market.credits(submitter) == 6 * 12 * E + 12 * E + 2 * E
     assert job_market.jobOf(job_id).dict()["escrow"] == 0
+    assert job_market.jobOf(job_id).dict()["surplus"] == 0
     assert token.balanceOf(job_market) == job_market.totalCredits() + job_market.totalEscrow()
 
 

@@ -58,14 +58,23 @@ abstract contract GameActions is TaskActions {
         address[] memory before = pool.drawCommittee(draw, game.committeeSize(), req, g.challenger);
         address mover = _moveStake(moverSeed, amount);
         address[] memory afterMove = pool.drawCommittee(draw, game.committeeSize(), req, g.challenger);
+        // The draw's candidates come in one order fixed by the hash: a move decides only
+        // whether the mover is seated. A mover that made itself ineligible leaves its seat to
+        // the next candidate in that order (one newcomer); any other newcomer was steered.
+        uint256 newcomers;
         for (uint256 i = 0; i < afterMove.length; ++i) {
-            bool kept = afterMove[i] == mover;
-            for (uint256 k = 0; k < before.length && !kept; ++k) {
-                kept = before[k] == afterMove[i];
-            }
-            _check(kept, "M21: a stake move steered a committee seat");
+            if (afterMove[i] != mover && !_seated(before, afterMove[i])) ++newcomers;
         }
+        bool moverLeft = _seated(before, mover) && !_seated(afterMove, mover);
+        _check(newcomers <= (moverLeft ? 1 : 0), "M21: a stake move steered a committee seat");
         _keeper(address(game), abi.encodeCall(game.drawReferees, (gameId)));
+    }
+
+    function _seated(address[] memory committee, address who) private pure returns (bool) {
+        for (uint256 i = 0; i < committee.length; ++i) {
+            if (committee[i] == who) return true;
+        }
+        return false;
     }
 
     /// Seated referees commit their votes; a seat stays silent with probability ~15 %, and

@@ -48,7 +48,7 @@ contract MarketHandler is GameActions {
     }
 
     /// Advance 6-40 blocks, or (one call in eight) 200-300: past clocks, windows, job
-    /// expiries and the lapse of a draw's ticket (its epoch's end, ≤ 112 blocks on).
+    /// expiries and the lapse of a draw's ticket (its epoch's end, ≤ 28 blocks on).
     function rollFar(uint256 blocks) external {
         currentBlock += blocks % 8 != 0 ? bound(blocks >> 3, 6, 40) : bound(blocks >> 3, 200, 300);
         vm.roll(currentBlock);
