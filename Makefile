@@ -89,7 +89,7 @@ bench-lm: setup ## Print the demo LM stock vs repro vs through the market (bits 
 bench-pipeline: setup ## Print a 3-stage pipelined LM step vs one process (wall time, bytes between stages, per-stage memory), then the demo LM in 3 stages through the market vs one process (bench/pipeline.py, ~6 min)
 	$(PY) bench/pipeline.py --market
 
-economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~20 min)
+economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~32 min)
 	$(PY) bench/economics.py
 
 bench-load: compile ## The market under load: 20 workers, 3 verifiers, 5 jobs x 40 tasks, then with 5 % RPC drops and 2 workers killed (bench/load.py, ~40 min; --quick: a smoke run)
