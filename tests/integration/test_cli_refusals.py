@@ -19,36 +19,7 @@ from truetrain.market import jobs, terms_check
 
 
 # ---------------------------------------------------------------- item 3: job terms
-
-@pytest.mark.parametrize("args, message", [
-    (["--challenge-window", "5"], "--challenge-window 5 is shorter than --compute-window 60: a third party must be "
-                                  "able to re-run a task and challenge it"),
-    (["--accept-window", "1", "--compute-window", "1", "--reveal-window", "1", "--challenge-window", "1"],
-     "--accept-window 1 is shorter than the market's least window, 5 blocks"),
-    (["--compute-window", "4", "--challenge-window", "60"],
-     "--compute-window 4 is shorter than the market's least window, 5 blocks"),
-    (["--challenge-window", "4", "--compute-window", "4"],
-     "--compute-window 4 is shorter than the market's least window, 5 blocks"),
-    (["--expiry-blocks", "1"], "--expiry-blocks 1 is shorter than one task's windows (accept 20 + compute 60 + "
-                               "reveal 60 + challenge 60 = 200 blocks): the job would expire before a task could "
-                               "be final"),
-    (["--expiry-blocks", "199"], "--expiry-blocks 199 is shorter than one task's windows (accept 20 + compute 60 + "
-                                 "reveal 60 + challenge 60 = 200 blocks): the job would expire before a task could "
-                                 "be final"),
-    (["--steps", "70000", "--checkpoint-interval", "1"],
-     "--steps 70000 / --checkpoint-interval 1 commits 70,001 checkpoints a task, more than the 65,535 the market "
-     "records: raise --checkpoint-interval"),
-    (["--reward", "1", "--collateral", "101"],
-     "--collateral 101.00 TRAIN is more than 100 x --reward 1.00 TRAIN: raise --reward or lower --collateral"),
-    (["--model", "lm", "--stages", "2", "--audit-rate", "0.5"],
-     "a job split into stages is checked by sampling verifiers, not by drawn audits (a stage's inputs are its "
-     "neighbours' results): give --audit-rate 0"),
-])
-def test_job_submit_terms_the_market_refuses_name_the_flag_and_send_nothing(net, args, message):
-    before = net.nonce(6)
-    refused(net.cli("job", "submit", "--account", 6, *args), f"error: {message}", code=2)
-    assert net.nonce(6) == before
-
+# Each term createJob refuses is one case of test_cli_market's table of refused terms.
 
 def test_the_bounds_the_cli_checks_are_the_deployed_markets(net):
     market = net.client.contract("JobMarket", net.contracts["market"])
