@@ -94,17 +94,23 @@ contract WorkerPool is AccessControl, IWorkerPool {
     /// @inheritdoc IWorkerPool
     function holdDraws(uint64 ticket) external onlyRole(DRAW_ROLE) {
         uint256 epoch = FutureRandomness.epochOf(ticket);
-        uint64 held = _held[epoch & 1];
-        if (held != 0 && FutureRandomness.epochOf(held) == epoch && held <= ticket) return;
+        uint64 held = _heldTicket(epoch);
+        if (held != 0 && held <= ticket) return;
         _held[epoch & 1] = ticket;
         emit DrawsHeld(epoch, ticket);
     }
 
     /// @inheritdoc IWorkerPool
     function verifiersHeld() public view returns (bool) {
-        uint256 epoch = FutureRandomness.epochOf(block.number);
-        uint64 held = _held[epoch & 1];
-        return held != 0 && FutureRandomness.epochOf(held) == epoch && held < block.number;
+        uint64 held = _heldTicket(FutureRandomness.epochOf(block.number));
+        return held != 0 && held < block.number;
+    }
+
+    /// @dev The first ticket held in `epoch`, 0 when none (its parity slot is empty or holds
+    /// another epoch's ticket).
+    function _heldTicket(uint256 epoch) private view returns (uint64 held) {
+        held = _held[epoch & 1];
+        if (held != 0 && FutureRandomness.epochOf(held) != epoch) held = 0;
     }
 
     /// @inheritdoc IWorkerPool
