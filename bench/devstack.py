@@ -21,6 +21,7 @@ from web3.logs import DISCARD  # noqa: E402
 from truetrain.chain.artifacts import decode_error  # noqa: E402
 from truetrain.chain.client import ChainClient, dev_accounts  # noqa: E402
 from truetrain.chain.deploy import StackParams, deploy_stack  # noqa: E402
+from truetrain.market.randomness import EPOCH, draw_offers  # noqa: E402
 
 E = 10**18
 CAPABILITY = (1, 24_576, 1_000, 3, 2)  # CPU class, 24 GiB, throughput, region 3, 2 at once
@@ -100,6 +101,15 @@ class Bench:
         """Mine until the chain is past ``block`` (a draw's ticket is readable from block + 1)."""
         self.mine(block + 1 - self.height)
 
+    def unheld(self) -> None:
+        """Mine to the first blocks of an epoch where neither pool tree is held (a pending
+        offer or verifier draw holds its tree to the end of its epoch, WorkerPool.holdOffers,
+        holdDraws), so that stake and pool moves take effect at once instead of waiting for a
+        refresh."""
+        pool = self.pool.functions
+        while pool.workersHeld().call() or pool.verifiersHeld().call():
+            self.mine(EPOCH - self.height % EPOCH)
+
     def snapshot(self) -> str:
         return self.w3.provider.make_request("evm_snapshot", [])["result"]
 
@@ -118,6 +128,7 @@ class Bench:
         self.send(self.token.functions.approve(self.stake.address, 2**256 - 1), address, wait=False)
         self.send(self.stake.functions.stake(stake), address, wait=not join)
         if join:
+            self.unheld()
             self.send(self.pool.functions.joinPool(), address)
         return address
 
@@ -143,9 +154,25 @@ class Bench:
         return job_id, self.send(self.market.functions.createJob(params), submitter)
 
     def draw(self, job_id: int, caller: str) -> tuple[int, str, int]:
-        receipt = self.receipt(self.market.functions.drawTask(job_id), caller)
+        """Offer the job's next task (asking for its offer ticket and mining past it first);
+        the gas is the drawing call's."""
+        receipt = self.draw_offers(job_id, caller)
         event = self.events(receipt, self.market, "TaskDrawn")[0]
         return event["taskId"], event["worker"], receipt["gasUsed"]
+
+    def draw_offers(self, job_id: int, caller: str, count: int = 1):
+        """The receipt of the call drawing up to ``count`` of the job's tasks from its offer
+        ticket (truetrain.market.randomness.draw_offers, mining past the ticket). The gas of
+        the call that asked for the ticket, if one did, is left in ``ask_gas`` (else 0)."""
+        receipts = []
+
+        def send(call):
+            receipts.append(self.receipt(call, caller))
+            return receipts[-1]
+
+        receipt = draw_offers(self.market, job_id, send, self.mine_past, lambda: self.height, count)
+        self.ask_gas = receipts[0]["gasUsed"] if len(receipts) == 2 else 0
+        return receipt
 
     def task(self, task_id: int) -> dict:
         """IJobMarket.Task by field name."""

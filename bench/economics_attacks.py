@@ -54,7 +54,7 @@ def _stage_job(eco: Economy, players: Players) -> tuple[int, dict[int, str]]:
                                  **{**eco.job_terms(), "audit_bps": 0})
     drawn: dict[int, str] = {}
     for _ in range(5):  # a stage draw that lands on a sibling's worker misses; it is called again
-        receipt = eco.b.receipt(eco.b.market.functions.drawTasks(job_id, STAGES - len(drawn)), eco.keeper)
+        receipt = eco.b.draw_offers(job_id, eco.keeper, STAGES - len(drawn))
         drawn |= {e["taskId"]: e["worker"] for e in eco.b.events(receipt, eco.b.market, "TaskDrawn")}
         if len(drawn) == STAGES:
             for task_id, worker in drawn.items():

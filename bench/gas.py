@@ -55,7 +55,7 @@ BEFORE = {
 def task_life(b: Bench, submitter: str) -> tuple[str, list[tuple[str, int]]]:
     job_id, _ = b.create_job(submitter, 2)
     task, worker, draw_gas = b.draw(job_id, submitter)
-    rows = [("drawTask", draw_gas)]
+    rows = [("drawTask (asks for the offer ticket)", b.ask_gas), ("drawTask", draw_gas)]
     rows.append(("acceptTask", b.send(b.market.functions.acceptTask(task), worker)))
     rows.append(("commitResult", b.send(b.market.functions.commitResult(task, commitment(task, worker)), worker)))
     rows.append(("revealResult", b.send(b.market.functions.revealResult(task, ROOT, CID, SALT), worker)))
@@ -116,7 +116,7 @@ def _audited_task_life(b: Bench, submitter: str) -> tuple[list[tuple[str, int]],
     auditor's commit and reveal, the worker's reveal, finalize; and the audit's ticket."""
     job_id, _ = b.create_job(submitter, 1, audit_bps=10_000)
     task, worker, draw_gas = b.draw(job_id, submitter)
-    rows = [("drawTask", draw_gas), ("acceptTask", b.send(b.market.functions.acceptTask(task), worker)),
+    rows = [("drawTask (asks for the offer ticket)", b.ask_gas), ("drawTask", draw_gas), ("acceptTask", b.send(b.market.functions.acceptTask(task), worker)),
             ("commitResult", b.send(b.market.functions.commitResult(task, commitment(task, worker)), worker))]
     committed = TaskView.read(b.market, task)
     ticket = committed.deadline - JobView.read(b.market, job_id).reveal_window
@@ -139,9 +139,9 @@ def batch_life(b: Bench, submitter: str, n: int) -> list[tuple[str, int]]:
     job_id, _ = b.create_job(submitter, n, windows=(100, 200, 150), challenge_window=200)
     tasks, draw_gas = [], 0
     while len(tasks) < n:
-        receipt = b.receipt(b.market.functions.drawTasks(job_id, min(32, n - len(tasks))), submitter)
+        receipt = b.draw_offers(job_id, submitter, min(32, n - len(tasks)))
         tasks += [(e["taskId"], e["worker"]) for e in b.events(receipt, b.market, "TaskDrawn")]
-        draw_gas += receipt["gasUsed"]
+        draw_gas += receipt["gasUsed"] + b.ask_gas
     mean = lambda gas: round(sum(gas) / len(gas))  # noqa: E731
     rows = [("drawTasks / task", round(draw_gas / n)),
             ("acceptTask (mean)", mean([b.send(b.market.functions.acceptTask(t), w) for t, w in tasks])),
@@ -158,10 +158,10 @@ def stage_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
     ones), committed, revealed, and the group finalized by one finalizeMany; then, in a
     second group, a stage reporting it is blocked."""
     job_id, _ = b.create_job(submitter, 3, windows=(100, 200, 150), challenge_window=200, stages=3, rounds=1)
-    receipt = b.receipt(b.market.functions.drawTasks(job_id, 3), submitter)
+    receipt = b.draw_offers(job_id, submitter, 3)
     tasks = [(e["taskId"], e["worker"]) for e in b.events(receipt, b.market, "TaskDrawn")]
     mean = lambda gas: round(sum(gas) / len(gas))  # noqa: E731
-    rows = [("drawTasks / stage", round(receipt["gasUsed"] / len(tasks))),
+    rows = [("drawTasks / stage", round((receipt["gasUsed"] + b.ask_gas) / len(tasks))),
             ("acceptTask (mean; extends the running stages)",
              mean([b.send(b.market.functions.acceptTask(t), w) for t, w in tasks])),
             ("commitResult (mean)", mean([b.send(b.market.functions.commitResult(t, commitment(t, w)), w) for t, w in tasks])),
@@ -170,7 +170,7 @@ def stage_life(b: Bench, submitter: str) -> list[tuple[str, int]]:
     rows.append(("finalizeMany / stage (the group at once)",
                  round(b.send(b.market.functions.finalizeMany([t for t, _ in tasks]), submitter) / len(tasks))))
     job_id, _ = b.create_job(submitter, 3, windows=(100, 200, 150), challenge_window=200, stages=3, rounds=1)
-    receipt = b.receipt(b.market.functions.drawTasks(job_id, 3), submitter)
+    receipt = b.draw_offers(job_id, submitter, 3)
     task, worker = next((e["taskId"], e["worker"]) for e in b.events(receipt, b.market, "TaskDrawn"))
     b.send(b.market.functions.acceptTask(task), worker)
     rows.append(("reportStalled", b.send(b.market.functions.reportStalled(task), worker)))
@@ -242,6 +242,7 @@ def main() -> None:
         # Batches, in a pool of their own: the ten workers above step out, ten that take 8
         # tasks at once step in. The first batch pays the new workers' first credits and
         # history writes; the second, measured, does not.
+        b.unheld()
         for worker in workers:
             b.send(b.pool.functions.leavePool(), worker)
         wide = [b.new_account(1, capability=(1, 24_576, 1_000, 3, BATCH_CONCURRENCY)) for _ in range(10)]
@@ -252,6 +253,7 @@ def main() -> None:
         # The same at the pool's capacity: 20 tasks over the ten workers that take 2 at once.
         # Each draw that fills a worker takes it out of the sortition tree and each release
         # puts it back (fresh storage both ways), which dominates this table.
+        b.unheld()
         for worker in wide:
             b.send(b.pool.functions.leavePool(), worker)
         for worker in workers:

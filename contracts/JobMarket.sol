@@ -158,6 +158,11 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         return JobBook.drawMany(_s, _deps(), jobId, count);
     }
 
+    /// @inheritdoc IJobMarket
+    function offerTicketOf(uint256 jobId) external view returns (uint64) {
+        return _s.jobs[jobId].offerTicket;
+    }
+
     // ================================================================ worker and auditor
 
     /// @inheritdoc IJobMarket

@@ -24,6 +24,10 @@ contract WorkerPool is AccessControl, IWorkerPool {
     uint256 public constant COMMITTEE_DRAWS_PER_SEAT = 4;
     /// @notice `Member.roles` bit: a verifier weight change waits for a refresh after a hold.
     uint8 public constant VERIFIER_DEFERRED = 0x80;
+    /// @notice `Member.roles` bit: a worker weight change waits for a refresh after a hold.
+    uint8 public constant WORKER_DEFERRED = 0x40;
+    /// @dev Both deferral bits.
+    uint8 private constant DEFERRED = VERIFIER_DEFERRED | WORKER_DEFERRED;
     /// @dev The role bits a member's cached `roles` keeps (ROLE_WORKER | ROLE_VERIFIER).
     uint8 private constant ROLES = ROLE_WORKER | ROLE_VERIFIER;
     /// @notice Largest weight one member gets (stake × reputation is clamped to it).
@@ -40,10 +44,11 @@ contract WorkerPool is AccessControl, IWorkerPool {
     SortitionSumTree.Tree private _verifiers;
     mapping(address account => Member) private _members;
     /// @dev The earliest ticket requested in an epoch, at the epoch's parity (a ticket names
-    /// its epoch, and requests reach at most into the next epoch, so two slots hold every live
-    /// hold and a new epoch's first hold rewrites a used slot instead of filling a new one):
-    /// from the block after it to the epoch's end, the verifier tree is held (see holdDraws).
-    uint64[2] private _held;
+    /// its epoch, and requests reach at most into the next epoch, so two slots per tree hold
+    /// every live hold and a new epoch's first hold rewrites a used slot instead of filling a
+    /// new one): from the block after it to the epoch's end, the tree is held. Slots 0 and 1:
+    /// the verifier tree (holdDraws); 2 and 3: the worker tree (holdOffers). One storage slot.
+    uint64[4] private _held;
 
     /// @param registry_ the IdentityRegistry (roles, capability, liveness, reputation)
     /// @param stakeManager_ the StakeManager (free stake, collateral locks; grant this pool MARKET_ROLE there)
@@ -93,24 +98,47 @@ contract WorkerPool is AccessControl, IWorkerPool {
 
     /// @inheritdoc IWorkerPool
     function holdDraws(uint64 ticket) external onlyRole(DRAW_ROLE) {
-        uint256 epoch = FutureRandomness.epochOf(ticket);
-        uint64 held = _heldTicket(epoch);
-        if (held != 0 && held <= ticket) return;
-        _held[epoch & 1] = ticket;
-        emit DrawsHeld(epoch, ticket);
+        _hold(ticket, true);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function holdOffers(uint64 ticket) external onlyRole(DRAW_ROLE) {
+        _hold(ticket, false);
     }
 
     /// @inheritdoc IWorkerPool
     function verifiersHeld() public view returns (bool) {
-        uint64 held = _heldTicket(FutureRandomness.epochOf(block.number));
+        return _isHeld(true);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function workersHeld() public view returns (bool) {
+        return _isHeld(false);
+    }
+
+    function _hold(uint64 ticket, bool verifier) private {
+        uint256 epoch = FutureRandomness.epochOf(ticket);
+        uint64 held = _heldTicket(epoch, verifier);
+        if (held != 0 && held <= ticket) return;
+        _held[_slot(epoch, verifier)] = ticket;
+        if (verifier) emit DrawsHeld(epoch, ticket);
+        else emit OffersHeld(epoch, ticket);
+    }
+
+    function _isHeld(bool verifier) private view returns (bool) {
+        uint64 held = _heldTicket(FutureRandomness.epochOf(block.number), verifier);
         return held != 0 && held < block.number;
     }
 
-    /// @dev The first ticket held in `epoch`, 0 when none (its parity slot is empty or holds
-    /// another epoch's ticket).
-    function _heldTicket(uint256 epoch) private view returns (uint64 held) {
-        held = _held[epoch & 1];
+    /// @dev The first ticket held in `epoch` for a tree, 0 when none (its parity slot is
+    /// empty or holds another epoch's ticket).
+    function _heldTicket(uint256 epoch, bool verifier) private view returns (uint64 held) {
+        held = _held[_slot(epoch, verifier)];
         if (held != 0 && FutureRandomness.epochOf(held) != epoch) held = 0;
+    }
+
+    function _slot(uint256 epoch, bool verifier) private pure returns (uint256) {
+        return (verifier ? 0 : 2) + (epoch & 1);
     }
 
     /// @inheritdoc IWorkerPool
@@ -155,7 +183,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         seated = new address[](size);
         // Every draw leaves out the intervals of the members drawn before it: nobody is drawn
         // twice, and the committee fills in `size` draws when everyone drawn is eligible.
-        Drawn memory drawn = Drawn(_verifiers.total(), 0, new uint256[](attempts), new uint256[](attempts), 0, 0);
+        Drawn memory drawn = Drawn(_verifiers.total(), 0, new uint256[](attempts), new uint256[](attempts), 0, address(0), 0);
         uint256 found;
         for (uint256 i = 0; i < attempts && found < size && drawn.removed < drawn.total; ++i) {
             (address candidate,) = _drawExcluding(_verifiers, drawn, uint256(keccak256(abi.encode(seed, i))));
@@ -217,7 +245,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         (uint8 registeredRoles, uint64 lastSeen, uint32 reputation, IIdentityRegistry.Capability memory cap) =
             registry.poolViewOf(account);
         if (readRoles) {
-            uint8 roles = (registeredRoles & ROLES) | (stored.roles & VERIFIER_DEFERRED);
+            uint8 roles = (registeredRoles & ROLES) | (stored.roles & DEFERRED);
             if (stored.roles != roles) stored.roles = roles;
         }
         Member memory m = stored;
@@ -225,37 +253,37 @@ contract WorkerPool is AccessControl, IWorkerPool {
         if (m.joined && m.roles & ROLES != 0 && lastSeen + livenessWindow >= block.number) {
             if (m.active < _limit(cap.maxConcurrent)) base = _weight(stakeManager.freeStake(account), reputation);
         }
-        uint8 trees = readRoles || m.roles & VERIFIER_DEFERRED != 0 ? ROLES : m.roles;
+        uint8 trees = readRoles || m.roles & DEFERRED != 0 ? ROLES : m.roles;
         _setWeights(account, trees, base);
     }
 
     /// @dev Set the weight in each tree named by `trees` (a role mask): `base` where the
-    /// member holds the role (cached), else 0. A verifier weight change while verifier draws
-    /// are held is deferred: the member is marked (VERIFIER_DEFERRED) so that its next
-    /// refresh after the hold makes it.
+    /// member holds the role (cached), else 0. A change of a tree's weight while that tree's
+    /// draws are held is deferred: the member is marked (WORKER_DEFERRED, VERIFIER_DEFERRED)
+    /// so that its next refresh after the hold makes it.
     function _setWeights(address account, uint8 trees, uint256 base) private {
-        uint8 roles = _members[account].roles;
-        if (trees & ROLE_WORKER != 0) {
-            uint256 w = roles & ROLE_WORKER != 0 ? base : 0;
-            if (_workers.weightOf(account) != w) {
-                _workers.set(account, w);
-                emit WeightUpdated(account, false, w);
-            }
+        if (trees & ROLE_WORKER != 0) _setWeight(account, base, false);
+        if (trees & ROLE_VERIFIER != 0) _setWeight(account, base, true);
+    }
+
+    function _setWeight(address account, uint256 base, bool verifier) private {
+        Member storage m = _members[account];
+        uint8 roles = m.roles;
+        (SortitionSumTree.Tree storage tree, uint8 role, uint8 bit) =
+            verifier ? (_verifiers, ROLE_VERIFIER, VERIFIER_DEFERRED) : (_workers, ROLE_WORKER, WORKER_DEFERRED);
+        uint256 w = roles & role != 0 ? base : 0;
+        bool changed = tree.weightOf(account) != w;
+        if (changed && _isHeld(verifier)) {
+            // INVARIANT: no weight of a held tree moves between a draw's ticket and its settlement.
+            if (roles & bit == 0) m.roles = roles | bit;
+            if (verifier) emit VerifierWeightDeferred(account, w);
+            else emit WorkerWeightDeferred(account, w);
+            return;
         }
-        if (trees & ROLE_VERIFIER != 0) {
-            uint256 v = roles & ROLE_VERIFIER != 0 ? base : 0;
-            bool held = _verifiers.weightOf(account) != v && verifiersHeld();
-            if (held) {
-                // INVARIANT: no verifier weight moves between a draw's ticket and its settlement.
-                if (roles & VERIFIER_DEFERRED == 0) _members[account].roles = roles | VERIFIER_DEFERRED;
-                emit VerifierWeightDeferred(account, v);
-                return;
-            }
-            if (roles & VERIFIER_DEFERRED != 0) _members[account].roles = roles & ROLES;
-            if (_verifiers.weightOf(account) != v) {
-                _verifiers.set(account, v);
-                emit WeightUpdated(account, true, v);
-            }
+        if (roles & bit != 0) m.roles = roles & ~bit;
+        if (changed) {
+            tree.set(account, w);
+            emit WeightUpdated(account, verifier, w);
         }
     }
 
@@ -264,10 +292,13 @@ contract WorkerPool is AccessControl, IWorkerPool {
     /// excluded or ineligible member is taken out of the draw, never retried, and nobody's
     /// choice to be eligible or not moves the draw of anyone else. A worker whose tree weight
     /// is above its weight now (locks since its last refresh) is kept only with probability
-    /// now / tree, and put back when it is not (rejection sampling: a pool of one such worker
-    /// must still draw it); verifier draws follow the held tree weights as they are (they
-    /// are drawn from weights fixed before their ticket, WorkerPool.holdDraws). Returns the
-    /// member and its concurrency limit, or address(0), and the stale candidates passed over.
+    /// now / tree, and is taken out too when it is not (rejection sampling without retries:
+    /// whether a member is rejected or ineligible leaves the same candidates after it, so a
+    /// member moving its own stake decides only whether *it* is taken); when no candidate is
+    /// kept, the first one rejected is taken (a pool of one such worker still draws it).
+    /// Verifier draws follow the held tree weights as they are (they are drawn from weights
+    /// fixed before their ticket, WorkerPool.holdDraws). Returns the member and its
+    /// concurrency limit, or address(0), and the stale candidates passed over.
     function _pick(bytes32 seed, Requirements calldata req, bool verifier)
         private
         view
@@ -276,7 +307,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
         uint256 staleCount; // `stale` is allocated at the first stale candidate (rare)
         Drawn memory drawn =
-            Drawn(tree.total(), 0, new uint256[](MAX_DRAW_ATTEMPTS), new uint256[](MAX_DRAW_ATTEMPTS), 0, 0);
+            Drawn(tree.total(), 0, new uint256[](MAX_DRAW_ATTEMPTS), new uint256[](MAX_DRAW_ATTEMPTS), 0, address(0), 0);
         for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS && drawn.removed < drawn.total; ++i) {
             uint256 random = uint256(keccak256(abi.encode(seed, i)));
             (address candidate, uint256 stored) = _drawExcluding(tree, drawn, random);
@@ -288,7 +319,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
             if (!c.ok) continue;
             // INVARIANT: worker draws follow the weight now, never a stale (higher) tree weight.
             if (!verifier && c.weight < stored && uint256(keccak256(abi.encode(random))) % stored >= c.weight) {
-                _putBack(drawn);
+                if (drawn.rejected == address(0)) (drawn.rejected, drawn.rejectedLimit) = (candidate, c.limit);
                 continue;
             }
             // Outside the preferred region: take it now only with probability 1 / regionBoost.
@@ -298,6 +329,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
             }
             if (member == address(0)) (member, limit) = (candidate, c.limit);
         }
+        if (member == address(0)) (member, limit) = (drawn.rejected, drawn.rejectedLimit);
         if (staleCount != 0) {
             assembly ("memory-safe") {
                 mstore(stale, staleCount)
@@ -312,7 +344,8 @@ contract WorkerPool is AccessControl, IWorkerPool {
         uint256[] starts;
         uint256[] widths;
         uint256 count;
-        uint256 lastAt; // where the last drawn interval went (see _putBack)
+        address rejected; // the first worker candidate the rejection step passed over
+        uint256 rejectedLimit; // its concurrency limit
     }
 
     /// @dev Draw from `tree` with the intervals in `d` left out (so no member is drawn twice),
@@ -335,19 +368,6 @@ contract WorkerPool is AccessControl, IWorkerPool {
         (d.starts[at], d.widths[at]) = (start, stored);
         d.count += 1;
         d.removed += stored;
-        d.lastAt = at;
-    }
-
-    /// @dev Put the last drawn interval back (a worker candidate the rejection step passed
-    /// over may be drawn again, as rejection sampling wants: only the excluded and the
-    /// ineligible are taken out of a draw).
-    function _putBack(Drawn memory d) private pure {
-        uint256 at = d.lastAt;
-        d.removed -= d.widths[at];
-        d.count -= 1;
-        for (uint256 k = at; k < d.count; ++k) {
-            (d.starts[k], d.widths[k]) = (d.starts[k + 1], d.widths[k + 1]);
-        }
     }
 
     /// @dev What a draw learns of a candidate: whether it may be drawn now, whether it is in

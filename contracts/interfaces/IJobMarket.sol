@@ -238,6 +238,9 @@ interface IJobMarket {
     error JobNothingToDraw(uint256 jobId);
     /// @notice No eligible worker was found within the pool's draw attempts.
     error JobNoEligibleWorker(uint256 jobId, uint256 taskId);
+    /// @notice The job's offers are drawn from the hash of block `ticket`: draw from block
+    /// ticket + 1 on (until the ticket's epoch ends; a later call asks for a new ticket).
+    error JobOffersNotReady(uint256 jobId, uint64 ticket);
     /// @notice The task is not Offered.
     error TaskNotOffered(uint256 taskId);
     /// @notice The task is not Running.
@@ -314,6 +317,9 @@ interface IJobMarket {
     event TaskDrawn(
         uint256 indexed taskId, uint256 indexed jobId, address indexed worker, uint32 round, uint32 index, uint64 acceptDeadline
     );
+    /// @notice The job's next offers will be drawn from the hash of block `ticket` (readable
+    /// from block ticket + 1 to the end of the ticket's epoch, FutureRandomness).
+    event OffersRequested(uint256 indexed jobId, uint64 ticket);
     /// @notice `worker` accepted; it must commit by `commitDeadline`.
     event TaskAccepted(uint256 indexed taskId, address indexed worker, uint64 commitDeadline);
     /// @notice A running stage task's commit deadline moved to `commitDeadline`: a stage of its
@@ -408,16 +414,29 @@ interface IJobMarket {
 
     /// @notice Permissionless: offer the job's next task (pending stack first, then the
     /// round's next shard, then the aggregation task once every shard task of the round is
-    /// finalized) to a worker drawn from the pool. Reverts `JobNothingToDraw`,
-    /// `JobNoEligibleWorker`, `JobPastExpiry`, `JobNotActive`.
+    /// finalized) to a worker drawn from the pool. Offers are drawn from the future in two
+    /// calls: when the job has no live offer ticket this call asks for one
+    /// (`OffersRequested`), draws nothing and returns 0; from the ticket's next block to the
+    /// end of its epoch it draws from the ticket block's hash, against worker weights held
+    /// since the ticket (WorkerPool.holdOffers); the ticket serves every task of the job
+    /// drawable when it was asked for, until its epoch ends. A task that became drawable
+    /// after the ticket was asked for (sent back, or the round's aggregation task unlocked)
+    /// waits for the next ticket: a call that reaches it draws it not, and asks for one
+    /// (returns what it drew before). Reverts
+    /// `JobOffersNotReady` before the ticket's next block, `JobNothingToDraw`,
+    /// `JobNoEligibleWorker` (the ticket stays), `JobPastExpiry`, `JobNotActive`.
     function drawTask(uint256 jobId) external returns (uint256 taskId);
 
-    /// @notice Permissionless: `drawTask` up to `count` times in one call (at most
-    /// `MAX_BATCH`), stopping early when nothing more can be drawn or no eligible worker is
-    /// found for the next task; what was drawn stays drawn. Returns how many tasks were
-    /// offered (their ids are in the `TaskDrawn` events). Reverts as `drawTask` when not even
-    /// one could be drawn, and `MarketBatchTooLarge` when `count` is above `MAX_BATCH`.
+    /// @notice Permissionless: `drawTask` for up to `count` tasks from one ticket (at most
+    /// `MAX_BATCH`), stopping early when nothing more can be drawn from it or no eligible
+    /// worker is found for the next task; what was drawn stays drawn. Returns how many tasks
+    /// were offered (their ids are in the `TaskDrawn` events; 0 when it asked for a ticket).
+    /// Reverts as `drawTask` when not even one could be drawn, and `MarketBatchTooLarge`
+    /// when `count` is above `MAX_BATCH`.
     function drawTasks(uint256 jobId, uint256 count) external returns (uint256 drawn);
+
+    /// @notice The block whose hash the job's next offers are drawn from; 0 when none is asked for.
+    function offerTicketOf(uint256 jobId) external view returns (uint64);
 
     // ---------------------------------------------------------------- worker and auditor
 

@@ -27,8 +27,10 @@ import {IStakeListener} from "./IStakeManager.sol";
 /// timeout (the cool-down); then fetch ≥ the minimum and round-trip ≤ the maximum. A member
 /// that never declared figures never meets network terms. A worker candidate whose tree
 /// weight is above its weight now (a lock since its last refresh) is kept only with
-/// probability now / tree (and put back in the draw when it is not: rejection sampling), so
-/// worker draws follow the stake free to lose at that moment.
+/// probability now / tree (rejection sampling), so worker draws follow the stake free to lose
+/// at that moment; one rejected is taken out of the draw like an ineligible one (so a member
+/// decides by its own stake only whether it is taken, never whom the draw reaches next), and
+/// when no candidate is kept the first one rejected is taken.
 /// Region boost: a candidate outside the job's preferred region (0 = no preference) is taken
 /// at once only with probability `1 / regionBoost`; otherwise sampling goes on, and the first
 /// eligible non-preferred candidate is used if no preferred one turns up within the attempts.
@@ -43,6 +45,13 @@ import {IStakeListener} from "./IStakeManager.sol";
 /// `VerifierWeightDeferred` and made by the next `refresh` after the hold). Verifier draws use
 /// the tree weights as held, with no rejection step: a verifier whose stake moved after the
 /// hold is drawn by its held weight and seated only if it is still eligible.
+///
+/// Offers (worker draws) are settled from a future block hash too (JobMarket's offer
+/// tickets): the market calls `holdOffers(ticket)` and the worker tree is held the same way
+/// (`WorkerWeightDeferred`, made by the next `refresh` after the hold), also for the
+/// market's own moves (a member reaching its concurrency limit during a hold stays in the
+/// tree, ineligible until released; one released during a hold comes back by its refresh). Worker draws keep the rejection step above, so
+/// a draw follows the lesser of the held weight and the weight now.
 interface IWorkerPool is IStakeListener {
     /// @notice What a task needs from the member drawn for it.
     /// @param deviceClass minimum device class (numeric compare)
@@ -66,8 +75,9 @@ interface IWorkerPool is IStakeListener {
     /// auditing) and never exceeds its `maxConcurrent` (a declared 0 counts as 1). `roles`
     /// caches the registry roles (ROLE_WORKER | ROLE_VERIFIER bits) read at `joinPool` and
     /// `refresh`; eligibility at draw time always reads the registry itself. Bit 128 of
-    /// `roles` (VERIFIER_DEFERRED) marks a verifier weight change deferred by a hold, which the
-    /// member's next refresh after the hold makes.
+    /// `roles` (VERIFIER_DEFERRED) marks a verifier weight change deferred by a hold, bit 64
+    /// (WORKER_DEFERRED) a worker weight change; the member's next refresh after the hold
+    /// makes it.
     struct Member {
         bool joined;
         uint16 active;
@@ -98,6 +108,12 @@ interface IWorkerPool is IStakeListener {
     /// @notice `account`'s verifier weight should now be `weight`, but the verifier tree is
     /// held for a pending draw: a `refresh(account)` after the hold sets it.
     event VerifierWeightDeferred(address indexed account, uint256 weight);
+    /// @notice Offers of `epoch` were requested from ticket `ticket` on: from the block after
+    /// it to the epoch's last block, worker weights stay as they are.
+    event OffersHeld(uint256 indexed epoch, uint64 ticket);
+    /// @notice `account`'s worker weight should now be `weight`, but the worker tree is held
+    /// for pending offers: a `refresh(account)` after the hold sets it.
+    event WorkerWeightDeferred(address indexed account, uint256 weight);
     /// @notice `account` was drawn (as a worker, or as an auditor when `verifier`), its
     /// collateral locked; `active` is its new active-task count.
     event MemberAssigned(address indexed account, bool indexed verifier, uint256 collateral, uint16 active);
@@ -123,6 +139,14 @@ interface IWorkerPool is IStakeListener {
 
     /// @notice Whether verifier weights are held in this block (changes are deferred).
     function verifiersHeld() external view returns (bool);
+
+    /// @notice DRAW_ROLE only (the market). Offers were requested from `ticket`: hold the
+    /// worker weights as `holdDraws` holds the verifier weights. Emits `OffersHeld` when it
+    /// moves the hold.
+    function holdOffers(uint64 ticket) external;
+
+    /// @notice Whether worker weights are held in this block (changes are deferred).
+    function workersHeld() external view returns (bool);
 
     /// @notice MARKET_ROLE only. Draw a member eligible for `req` from the worker tree
     /// (`verifier == false`) or the verifier tree, lock `req.collateral` of its stake and

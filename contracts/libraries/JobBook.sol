@@ -5,6 +5,7 @@ import {IJobMarket} from "../interfaces/IJobMarket.sol";
 import {IIdentityRegistry, ROLE_SUBMITTER, MAX_FETCH_KIBPS, MAX_RPC_RTT_MS} from "../interfaces/IIdentityRegistry.sol";
 import {TaskIds} from "./TaskIds.sol";
 import {Escrow} from "./Escrow.sol";
+import {FutureRandomness} from "./FutureRandomness.sol";
 import {MarketStore, MarketDeps, JobRecord, TaskFlow} from "./TaskFlow.sol";
 
 /// @title JobBook: creating jobs, reading them back, and the market's batch calls
@@ -156,10 +157,7 @@ library JobBook {
     /// @notice See IJobMarket.drawTask. Here rather than in JobMarket: a stage task's offer
     /// (TaskFlow.assignStage) would not fit the market's bytecode with room to spare.
     function drawOne(MarketStore storage s, MarketDeps memory d, uint256 jobId) external returns (uint256 id) {
-        JobRecord storage j = _drawable(s, jobId);
-        uint8 outcome;
-        (id, outcome) = TaskFlow.drawNext(s, d, j, jobId);
-        _requireDrawn(jobId, id, outcome);
+        (id,) = _draw(s, d, jobId, 1);
     }
 
     /// @notice See IJobMarket.drawTasks.
@@ -168,13 +166,42 @@ library JobBook {
         returns (uint256 drawn)
     {
         if (count > MAX_BATCH) revert IJobMarket.MarketBatchTooLarge(count, MAX_BATCH);
+        (, drawn) = _draw(s, d, jobId, count);
+    }
+
+    /// @dev Offers are drawn in two steps, from the future: a call finding no ticket (or a
+    /// lapsed one) asks for one and draws nothing; a call after the ticket's block draws up
+    /// to `count` tasks from its hash. The ticket stays until its epoch ends or nothing is
+    /// left to draw, so a caller drawing fewer tasks cannot get the others a new hash; only a
+    /// task sent back after the ticket (which must not be drawn from a public hash) makes
+    /// the call ask for the next one. Neither the caller nor a party moving its stake
+    /// meanwhile can read or steer an offer: its hash did not exist when the ticket was
+    /// asked for, and the worker tree is held from the ticket on (WorkerPool.holdOffers).
+    /// Returns the first task drawn.
+    function _draw(MarketStore storage s, MarketDeps memory d, uint256 jobId, uint256 count)
+        private
+        returns (uint256 first, uint256 drawn)
+    {
         JobRecord storage j = _drawable(s, jobId);
-        for (; drawn < count; ++drawn) {
-            (uint256 id, uint8 outcome) = TaskFlow.drawNext(s, d, j, jobId);
-            if (outcome == TaskFlow.DRAWN) continue;
-            if (drawn != 0) break;
-            _requireDrawn(jobId, id, outcome);
+        if (!TaskFlow.hasDrawable(j)) revert IJobMarket.JobNothingToDraw(jobId);
+        uint64 ticket = j.offerTicket;
+        if (ticket == 0 || FutureRandomness.lapsed(ticket)) {
+            TaskFlow.requestOffers(d, j, jobId);
+            return (0, 0);
         }
+        bytes32 base = TaskFlow.offerBase(j, jobId);
+        uint8 outcome;
+        for (; drawn < count; ++drawn) {
+            uint256 id;
+            (id, outcome) = TaskFlow.drawNext(s, d, j, jobId, base, ticket);
+            if (outcome != TaskFlow.DRAWN) {
+                if (drawn == 0 && outcome == TaskFlow.NO_ELIGIBLE_WORKER) revert IJobMarket.JobNoEligibleWorker(jobId, id);
+                break;
+            }
+            if (drawn == 0) first = id;
+        }
+        if (outcome == TaskFlow.WAIT_FOR_TICKET) TaskFlow.requestOffers(d, j, jobId);
+        else if (outcome == TaskFlow.NOTHING_TO_DRAW || !TaskFlow.hasDrawable(j)) j.offerTicket = 0;
     }
 
     /// @notice See TaskFlow.stageBlocker (JobMarket.finalize of a stage task).
@@ -190,11 +217,6 @@ library JobBook {
     function _drawable(MarketStore storage s, uint256 jobId) private view returns (JobRecord storage j) {
         j = TaskFlow.activeJob(s, jobId);
         if (block.number > j.expiryBlock) revert IJobMarket.JobPastExpiry(jobId, j.expiryBlock);
-    }
-
-    function _requireDrawn(uint256 jobId, uint256 id, uint8 outcome) private pure {
-        if (outcome == TaskFlow.NOTHING_TO_DRAW) revert IJobMarket.JobNothingToDraw(jobId);
-        if (outcome == TaskFlow.NO_ELIGIBLE_WORKER) revert IJobMarket.JobNoEligibleWorker(jobId, id);
     }
 
     /// @dev The pool members a batch settles, each once: its released pool slots, the

@@ -7,13 +7,14 @@ import {IIdentityRegistry} from "../interfaces/IIdentityRegistry.sol";
 import {IStakeManager} from "../interfaces/IStakeManager.sol";
 import {TaskIds} from "./TaskIds.sol";
 import {Escrow} from "./Escrow.sol";
+import {FutureRandomness} from "./FutureRandomness.sol";
 
 /// @notice A job as JobMarket stores it: IJobMarket.Job's fields (same names, same types, plus
-/// the offer nonce), ordered so that each task move touches as few slots as it can (a cold
+/// the offer ticket), ordered so that each task move touches as few slots as it can (a cold
 /// slot read costs 2,100 gas). `jobOf` rebuilds the interface's Job from it.
 /// slot 0, read by every task move (draw, accept, commit, reveal, finalize): status, shape,
 /// windows, audit rate and the draw's requirements; slot 1, read and written by a draw and a
-/// finalize: the round counters, the offer nonce and the collateral; slot 2, read by a draw
+/// finalize: the round counters, the offer ticket and the collateral; slot 2, read by a draw
 /// (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize; slot 8, read
 /// by a draw: the network terms and the stage count.
 struct JobRecord {
@@ -34,9 +35,12 @@ struct JobRecord {
     uint32 nextIndex;
     uint32 finalizedInRound;
     uint32 pendingCount;
-    /// @dev Offers made for this job so far: the nonce of the next offer's seed (it shares
-    /// the slot a draw writes anyway, so it costs the draw no extra store).
-    uint32 offers;
+    /// @dev The ticket block whose hash the job's next offers are drawn from
+    /// (FutureRandomness), 0 when none is requested; cleared when the tasks it may draw
+    /// change (the aggregation task is unlocked, the round advances) and when it is used. It
+    /// shares the slot a draw writes anyway. A uint32 block number: `requestOffers` refuses a
+    /// ticket past 2^32 (about 68 years of 0.5 s blocks) instead of wrapping.
+    uint32 offerTicket;
     uint96 workerCollateral;
     // slot 2
     uint64 expiryBlock;
@@ -116,23 +120,40 @@ library TaskFlow {
     /// @dev Draws a stage offer tries before it gives up (the task then waits to be drawn).
     uint256 internal constant STAGE_DRAWS = 8;
 
-    /// @dev The seed of a task's *offer* (which worker is asked to run it): prevrandao, the
-    /// task id and the job's offer nonce. It decides no party's fate: an offer can be declined
-    /// (at the accept penalty), and the draws that do (audits, referees) are settled from the
-    /// future by FutureRandomness. The nonce lives in the job slot the draw writes anyway.
-    function offerSeed(JobRecord storage j, uint256 id) internal returns (bytes32) {
-        uint32 nonce;
-        unchecked {
-            nonce = j.offers + 1; // wraps: it only keeps seeds of one block apart
-        }
-        j.offers = nonce;
-        return keccak256(abi.encode(block.prevrandao, id, nonce));
+    /// @dev `drawNext` outcome: the next task became drawable after the job's offer ticket was
+    /// requested (sent back since), so its offer waits for the next ticket.
+    uint8 internal constant WAIT_FOR_TICKET = 3;
+
+    /// @dev The random base of the offers drawn from the job's ticket: the hash of the ticket
+    /// block, which did not exist when the ticket was requested. Reverts
+    /// `JobOffersNotReady` before the ticket's next block.
+    function offerBase(JobRecord storage j, uint256 jobId) internal view returns (bytes32) {
+        uint64 ticket = j.offerTicket;
+        if (block.number <= ticket) revert IJobMarket.JobOffersNotReady(jobId, ticket);
+        return FutureRandomness.draw(ticket, bytes32(jobId));
     }
 
-    /// @dev Offer task `id` to a worker drawn from the pool, never `exclude` (the worker that
-    /// failed it), and for a stage task never a worker of another stage of its group.
-    /// Returns false when none is eligible.
-    function offer(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 id, address exclude)
+    /// @dev The seed of task `id`'s offer from a ticket's base. A task is drawn from one ticket
+    /// at most once (one sent back waits for a later ticket), so no two offers share a seed.
+    function offerSeed(bytes32 base, uint256 id) internal pure returns (bytes32) {
+        return keccak256(abi.encode(base, id));
+    }
+
+    /// @dev Ask for the job's next offer ticket and hold the worker tree from it to the end of
+    /// its epoch (WorkerPool.holdOffers): the offers it settles are drawn from weights fixed
+    /// before its hash existed.
+    function requestOffers(MarketDeps memory d, JobRecord storage j, uint256 jobId) internal {
+        uint64 ticket = FutureRandomness.ticket();
+        if (ticket > type(uint32).max) revert IJobMarket.JobOffersNotReady(jobId, ticket);
+        j.offerTicket = uint32(ticket);
+        emit IJobMarket.OffersRequested(jobId, ticket);
+        d.pool.holdOffers(ticket);
+    }
+
+    /// @dev Offer task `id` to a worker drawn from the pool by `seed`, never `exclude` (the
+    /// worker that failed it), and for a stage task never a worker of another stage of its
+    /// group. Returns false when none is eligible.
+    function offer(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 id, address exclude, bytes32 seed)
         internal
         returns (bool)
     {
@@ -140,8 +161,14 @@ library TaskFlow {
             j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
         );
         bool staged = isStage(j, id);
-        address worker = staged ? assignStage(s, d, req, offerSeed(j, id), id, j.stages) : d.pool.assign(offerSeed(j, id), req, false);
+        address worker = staged ? assignStage(s, d, req, seed, id, j.stages) : d.pool.assign(seed, req, false);
         if (worker == address(0)) return false;
+        _offered(s, j, id, worker, staged);
+        return true;
+    }
+
+    /// @dev Record task `id`'s offer to `worker` (and align its group's deadlines).
+    function _offered(MarketStore storage s, JobRecord storage j, uint256 id, address worker, bool staged) private {
         (uint256 jobId, uint32 round, uint32 index) = TaskIds.decode(id);
         uint64 deadline = uint64(block.number) + j.acceptWindow;
         IJobMarket.Task storage t = s.tasks[id];
@@ -150,7 +177,6 @@ library TaskFlow {
         t.deadline = deadline;
         emit IJobMarket.TaskDrawn(id, jobId, worker, round, index, deadline);
         if (staged) alignStages(s, id, j.stages, deadline + j.computeWindow);
-        return true;
     }
 
     /// @dev A worker for stage task `id` that holds no other stage of its group (the stages
@@ -260,20 +286,25 @@ library TaskFlow {
         }
     }
 
-    /// @dev Offer the job's next task (the caller checked that the job is Active and not past
-    /// its expiry): tasks sent back first (LIFO stack; all belong to the current round), never
-    /// to the worker that failed them (kept in `worker` while Pending); then the round's next
-    /// shard; then its aggregation task, once every shard task of the round is finalized.
-    /// Changes nothing but the offer nonce when it returns NOTHING_TO_DRAW or
-    /// NO_ELIGIBLE_WORKER (a batch stops there and keeps what it drew).
-    function drawNext(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId)
+    /// @dev Offer the job's next task from random base `base` of ticket `ticket` (the caller
+    /// checked that the job is Active and not past its expiry): tasks sent back first (LIFO
+    /// stack; all belong to the current round), never to the worker that failed them (kept in
+    /// `worker` while Pending), and only those sent back by the ticket's block (a Pending
+    /// task's `deadline` is the block it was sent back in); then the round's next shard; then
+    /// its aggregation task, once every shard task of the round is finalized. Changes nothing
+    /// when it returns NOTHING_TO_DRAW, NO_ELIGIBLE_WORKER or WAIT_FOR_TICKET (a batch stops
+    /// there and keeps what it drew).
+    function drawNext(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, bytes32 base, uint64 ticket)
         internal
         returns (uint256 id, uint8 outcome)
     {
         uint32 pendingCount = j.pendingCount;
         if (pendingCount != 0) {
             id = s.pending[jobId][pendingCount - 1];
-            if (!offer(s, d, j, id, s.tasks[id].worker)) return (id, NO_ELIGIBLE_WORKER);
+            IJobMarket.Task storage t = s.tasks[id];
+            // INVARIANT: no offer is drawn from a hash that was public when its task became drawable.
+            if (t.deadline > ticket) return (id, WAIT_FOR_TICKET);
+            if (!offer(s, d, j, id, t.worker, offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
             j.pendingCount = pendingCount - 1;
             return (id, DRAWN);
         }
@@ -282,8 +313,17 @@ library TaskFlow {
         // INVARIANT: the aggregation task is drawable only once every shard task of the round is finalized.
         if (next > shards || (next == shards && j.finalizedInRound != shards)) return (0, NOTHING_TO_DRAW);
         id = TaskIds.encode(jobId, j.currentRound, next);
-        if (!offer(s, d, j, id, address(0))) return (id, NO_ELIGIBLE_WORKER);
+        if (!offer(s, d, j, id, address(0), offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
         j.nextIndex = next + 1;
+    }
+
+    /// @dev Whether the job has a task to draw (pending, or the round's next shard or its
+    /// unlocked aggregation task).
+    function hasDrawable(JobRecord storage j) internal view returns (bool) {
+        if (j.pendingCount != 0) return true;
+        uint32 next = j.nextIndex;
+        uint32 shards = j.shards;
+        return next < shards || (next == shards && j.finalizedInRound == shards);
     }
 
     function openWindow(IJobMarket.Task storage t, uint256 id, uint64 blocks) internal {
@@ -293,14 +333,13 @@ library TaskFlow {
         emit IJobMarket.ChallengeWindowOpened(id, deadline);
     }
 
-    /// @dev A task whose worker failed: redraw it now (`redraw`; excluding that worker), else
-    /// push it on the pending stack, where the next `drawTask` takes it (still excluding that
-    /// worker); on a job that is no longer Active, close and refund it.
-    function sendBack(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id, bool redraw)
-        internal
-    {
+    /// @dev A task whose worker failed (or that went back through no fault of its own): push
+    /// it on the pending stack, where a later ticket's draw takes it (still excluding that
+    /// worker, kept in `worker`); its `deadline` records the block it came back in, so that no
+    /// ticket whose hash was already public draws it. On a job that is no longer Active,
+    /// close and refund it instead.
+    function sendBack(MarketStore storage s, JobRecord storage j, uint256 jobId, uint256 id) internal {
         IJobMarket.Task storage t = s.tasks[id];
-        address exclude = t.worker;
         if (j.status != IJobMarket.JobStatus.Active) {
             close(s, j, jobId, t, id);
             return;
@@ -309,9 +348,8 @@ library TaskFlow {
         t.auditor = address(0);
         t.result = bytes32(0);
         t.audit = bytes32(0);
-        if (redraw && block.number <= j.expiryBlock && offer(s, d, j, id, exclude)) return;
         t.status = IJobMarket.TaskStatus.Pending;
-        t.deadline = 0;
+        t.deadline = uint64(block.number);
         s.pending[jobId][j.pendingCount] = id;
         j.pendingCount += 1;
         emit IJobMarket.TaskRequeued(id, jobId);
@@ -355,13 +393,18 @@ library TaskFlow {
 
         (, uint32 round, uint32 index) = TaskIds.decode(id);
         if (index < j.shards) {
-            j.finalizedInRound += 1;
+            uint32 finalized = j.finalizedInRound + 1;
+            j.finalizedInRound = finalized;
+            // The aggregation task is drawable from now on: not from a ticket asked before.
+            if (finalized == j.shards) j.offerTicket = 0;
             return;
         }
-        // The aggregation task's result is the next round's starting checkpoint.
+        // The aggregation task's result is the next round's starting checkpoint; its tasks are
+        // drawn from a ticket asked for from now on.
         j.currentRound = round + 1;
         j.nextIndex = 0;
         j.finalizedInRound = 0;
+        j.offerTicket = 0;
         j.checkpointHash = t.result;
         j.checkpointCid = s.revealedCheckpointCid[jobId];
         emit IJobMarket.RoundAdvanced(jobId, round + 1, j.checkpointCid, t.result);

@@ -74,7 +74,7 @@ library TaskRecovery {
             // A stage that never started leaves its group waiting (TaskFlow.alignStages); one
             // that ran may have sent messages its replacement will not: the group runs again.
             if (st != IJobMarket.TaskStatus.Offered) _resetGroup(s, d, j, jobId, id);
-            TaskFlow.sendBack(s, d, j, jobId, id, true);
+            TaskFlow.sendBack(s, j, jobId, id);
         }
     }
 
@@ -184,7 +184,7 @@ library TaskRecovery {
                 // It stood, but its group was sent back meanwhile (another stage failed): its
                 // result is of no use without them; it goes back unpaid and unpenalised.
                 _releaseStage(s, d, j, id, id);
-                TaskFlow.sendBack(s, d, j, jobId, id, false);
+                TaskFlow.sendBack(s, j, jobId, id);
                 return;
             }
             // Pool slots were held through the challenge. Lost: the game slashed the
@@ -201,7 +201,7 @@ library TaskRecovery {
             TaskFlow.recordCompleted(d, j, worker);
             return;
         }
-        TaskFlow.sendBack(s, d, j, jobId, id, false);
+        TaskFlow.sendBack(s, j, jobId, id);
     }
 
     /// @dev A running stage whose worker reported it blocked on another stage
@@ -224,7 +224,7 @@ library TaskRecovery {
         // The group it waited with runs again (a stage that said nothing is left to its own
         // timeout, and pays it).
         _resetGroup(s, d, j, jobId, id);
-        TaskFlow.sendBack(s, d, j, jobId, id, true);
+        TaskFlow.sendBack(s, j, jobId, id);
         return true;
     }
 
@@ -269,7 +269,7 @@ library TaskRecovery {
                 }
             }
             _releaseStage(s, d, j, sibling, id);
-            TaskFlow.sendBack(s, d, j, jobId, sibling, false);
+            TaskFlow.sendBack(s, j, jobId, sibling);
         }
     }
 
@@ -310,7 +310,7 @@ library TaskRecovery {
         emit IJobMarket.TaskTimedOut(id, worker, IJobMarket.TaskStatus.Running, taken);
         d.registry.recordTimeout(worker);
         d.pool.release(worker, collateral - taken);
-        TaskFlow.sendBack(s, d, j, jobId, id, false);
+        TaskFlow.sendBack(s, j, jobId, id);
     }
 
     /// @dev Stage task `id` goes back through no fault of its worker (cause `cause`): its

@@ -15,8 +15,10 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 /// sends the draw where it wants, then send it with the settlement in one transaction: a
 /// worker that committed a wrong result and holds verifier stake makes every attempt of its
 /// own audit draw land on itself (excluded) and gets it waived; a sybil verifier tops up
-/// until it holds the seats of a committee. With the verifier weights held from the ticket
-/// on (WorkerPool.holdDraws), every top-up leaves the draw where the hash put it.
+/// until it holds the seats of a committee; a worker tops up until a job's next offer is its
+/// own, or draws offers only when one lands on it (finding 7a: offers were seeded from
+/// prevrandao inside the draw's own call). With the weights held from the ticket on
+/// (WorkerPool.holdDraws, holdOffers), every top-up leaves the draw where the hash put it.
 contract StakeGrinder {
     IJobMarket public immutable market;
     IStakeManager public immutable stakes;
@@ -70,4 +72,21 @@ contract StakeGrinder {
             seated[i] = seats[i].referee;
         }
     }
+
+    /// @notice Top up by `topUp` wei, then draw job `jobId`'s next offer; returns the worker
+    /// it went to (address(0): the call asked for the offer ticket).
+    function topUpAndDrawOffer(uint256 jobId, uint256 topUp) external returns (address worker) {
+        if (topUp != 0) stakes.stake(topUp);
+        uint256 id = market.drawTask(jobId);
+        if (id != 0) worker = market.taskOf(id).worker;
+    }
+
+    /// @notice Draw job `jobId`'s next offer, and revert unless it went to `wanted`.
+    function pickOffer(uint256 jobId, address wanted) external returns (uint256 id) {
+        id = market.drawTask(jobId);
+        if (id == 0 || market.taskOf(id).worker != wanted) revert NotPicked(id);
+    }
+
+    /// @notice The draw did not offer the task to the worker the picker wanted.
+    error NotPicked(uint256 taskId);
 }

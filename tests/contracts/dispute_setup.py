@@ -134,7 +134,7 @@ def open_audit_game(game, job_market, submitter, w1, worker_hashes, auditor_hash
     """A task whose audit mismatched (worker w1, whichever verifier was drawn to audit) and
     its game, opened; returns (job, task, game, auditor)."""
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     root = root_of(worker_hashes)
     job_market.commitResult(tid, commitment(tid, root, CID, SALT, w1), {"from": w1})
@@ -152,7 +152,7 @@ def colluded_task(job_market, submitter, w1, hashes, **job):
     auditor confirming it. Returns (job, task, auditor)."""
     job.setdefault("challengeWindow", 50)
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, **job)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     root = root_of(hashes)
     job_market.commitResult(tid, commitment(tid, root, CID, SALT, w1), {"from": w1})

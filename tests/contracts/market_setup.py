@@ -21,7 +21,7 @@ __all__ = [
     "job_params", "commitment", "audit_commitment", "register", "stake", "deploy_pool", "deploy_market",
     "pool", "job_market", "submitter", "w1", "w2", "v1", "v2", "crew", "new_job", "run_task", "ROOT", "CID", "SALT",
     "market_isolation", "ACCEPT_PENALTY_BPS", "FUTURE", "settle_audit", "mine_past", "ticket_for", "last_block",
-    "mine_past_ticket", "refresh_after_hold", "four",
+    "mine_past_ticket", "refresh_after_hold", "four", "draw_task", "draw_tasks", "ask_offers",
 ]
 
 ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
@@ -220,10 +220,46 @@ def mine_past(block: int) -> None:
         chain.mine(block + 1 - chain.height)
 
 
+def ask_offers(job_market, job_id, params) -> int:
+    """The job's live offer ticket, asked for (a ``drawTask`` that draws nothing) when it has
+    none or it lapses by the next block; a call with nothing to draw reverts as ``drawTask``
+    does."""
+    ticket = job_market.offerTicketOf(job_id)
+    if ticket == 0 or chain.height >= last_block(ticket):
+        job_market.drawTask(job_id, params)
+        ticket = job_market.offerTicketOf(job_id)
+    return ticket
+
+
+def _drawn(job_market, job_id, call):
+    """Offers are drawn from the future (IJobMarket.drawTask): past the job's live offer
+    ticket, ``call()`` draws; when it asked for a ticket instead (none was live, or a task
+    sent back since waits for the next one), mine past that one and call again."""
+    ticket = job_market.offerTicketOf(job_id)
+    if ticket != 0 and chain.height < last_block(ticket):
+        mine_past(ticket)
+    tx = call()
+    if "TaskDrawn" in tx.events or "OffersRequested" not in tx.events:
+        return tx
+    mine_past(job_market.offerTicketOf(job_id))
+    return call()
+
+
+def draw_task(job_market, job_id, params):
+    """``drawTask`` once the job's offers can be drawn; returns the drawing transaction."""
+    return _drawn(job_market, job_id, lambda: job_market.drawTask(job_id, params))
+
+
+def draw_tasks(job_market, job_id, count, params):
+    """``draw_task`` for up to ``count`` tasks from one ticket (``drawTasks``)."""
+    return _drawn(job_market, job_id, lambda: job_market.drawTasks(job_id, count, params))
+
+
 def refresh_after_hold(pool, *members) -> None:
-    """Mine to the next epoch's first block if verifier weights are held (WorkerPool.holdDraws:
-    a draw is pending), then refresh ``members``, whose verifier weights a hold deferred."""
-    if pool.verifiersHeld():
+    """Mine to the next epoch's first block if verifier or worker weights are held
+    (WorkerPool.holdDraws, holdOffers: a draw is pending), then refresh ``members``, whose
+    weights a hold deferred."""
+    if pool.verifiersHeld() or pool.workersHeld():
         chain.mine(EPOCH - chain.height % EPOCH)
     for member in members:
         pool.refresh(member, {"from": accounts[0]})
@@ -246,7 +282,7 @@ def settle_audit(job_market, tid, sender=None):
 
 def run_task(job_market, job_id, worker, root=ROOT, cid=CID, salt=SALT, finalize=True):
     """Draw the job's next task and run it to the end as whoever was drawn (`worker` sends the draw)."""
-    tx = job_market.drawTask(job_id, {"from": worker})
+    tx = draw_task(job_market, job_id, {"from": worker})
     tid = tx.return_value
     worker = accounts.at(tx.events["TaskDrawn"]["worker"], force=True)
     job_market.acceptTask(tid, {"from": worker})

@@ -158,7 +158,7 @@ def test_jobThatPaysNothing_orOutweighsItsReward_isRefused(job_market, token, su
 def test_ignoredOffer_isNeverFree_itsPenaltyRoundsUp(job_market, stake_manager, submitter, w1):
     collateral = MIN + 1  # 1 % of it is not a whole number of wei
     job_id, _ = new_job(job_market, submitter, workerCollateral=collateral)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     chain.mine(job_market.jobOf(job_id).dict()["acceptWindow"] + 1)
     tx = job_market.timeoutTask(tid, {"from": submitter})
     penalty = -(-collateral * ACCEPT_PENALTY_BPS // 10_000)

@@ -45,7 +45,7 @@ def peeker(job_market, registry, stake_manager, pool, token, deployer, w1):
 
 def _running(job_market, submitter, peeker, **job):
     job_id, _ = new_job(job_market, submitter, **job)
-    tid = job_market.drawTask(job_id, {"from": submitter}).return_value
+    tid = draw_task(job_market, job_id, {"from": submitter}).return_value
     assert job_market.taskOf(tid)[0] == peeker.address
     peeker.accept(tid, {"from": accounts[0]})
     return job_id, tid
@@ -142,8 +142,9 @@ def test_staleWeights_drawFollowsStakeFreeToLose_notTheTreeWeight(pool, job_mark
     collateral) and w2 stays free. Over 400 enumerated seeds, w1 is drawn in proportion to
     its free stake (2 %), not its stake at its last refresh (50 %)."""
     job_id, _ = new_job(job_market, submitter, workerCollateral=980 * E, shards=4, rounds=1)
-    tid = job_market.drawTask(job_id, {"from": submitter}).return_value  # w1 is the only worker in the pool
+    tid = draw_task(job_market, job_id, {"from": submitter}).return_value  # w1 is the only worker in the pool
     assert job_market.taskOf(tid)[0] == w1
+    refresh_after_hold(pool)  # (a join while offers are held would wait for w2's refresh)
     pool.joinPool({"from": w2})
     assert stake_manager.freeStake(w1) == 20 * E and stake_manager.freeStake(w2) == 1_000 * E
     assert pool.weightOf(w1, False) == pool.weightOf(w2, False)  # the tree still says 50 / 50

@@ -31,7 +31,7 @@ def _crew(market_isolation, referees):
 
 def _audited(job_market, submitter, w1, **job):
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, **job)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     return job_id, tid, settle_audit(job_market, tid)
@@ -55,7 +55,7 @@ def test_silentWorker_afterAuditDrawn_losesItsWholeCollateral(job_market, stake_
 
 def test_silentWorker_beforeAnyAudit_alsoLosesItsWholeCollateral(job_market, stake_manager, submitter, w1):
     job_id, _ = new_job(job_market, submitter, auditRateBps=0)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     chain.mine(11)
@@ -198,7 +198,7 @@ def test_parameters_thatBreakTheGuarantees_areRefused(job_market, token, submitt
 
 def test_revealedCidPastTheCap_isRefused(job_market, submitter, w1):
     job_id, _ = new_job(job_market, submitter)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     long_cid = "b" * 24_000
     job_market.commitResult(tid, commitment(tid, ROOT, long_cid, SALT, w1), {"from": w1})

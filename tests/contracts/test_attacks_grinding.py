@@ -10,6 +10,11 @@ its hash is public, and members that cannot serve are taken out of a draw, not r
 2. Referee-seat grinding: a sybil verifier tops up until its seats suit it, then draws the
    committee in the same transaction (before this fix, 21 top-ups seated 15 different
    committees). With the weights held, every top-up seats the same committee.
+7a. Offers: they were seeded from prevrandao inside `drawTask`, so a contract calling it
+   could revert unless its worker was offered the task (and a top-up moved the draw in the
+   same call). Offers are now drawn from an offer ticket's hash, against worker weights held
+   since the ticket: the offer is the same in every block of the ticket's window, whoever
+   calls, with any top-up.
 7. Stale members: with 45 of 50 workers stale (nobody called `refresh`), most draws used to
    revert `JobNoEligibleWorker`. A draw now takes each stale candidate out and goes on, and
    the assignment evicts the stale candidates it passed over.
@@ -18,6 +23,7 @@ The attacker is a contract (StakeGrinder); its searches are `eth_call`s of the v
 it would send, so each tried top-up is exactly what the chain would do with it.
 """
 
+import brownie
 import pytest
 from brownie import StakeGrinder, accounts, chain, web3
 
@@ -48,7 +54,7 @@ def test_auditDrawGrinding_noTopUpWaivesTheAuditOrMovesTheAuditor(
     cheat = _grinder(job_market, registry, stake_manager, pool, token, deployer, ROLE_WORKER | ROLE_VERIFIER, 9_000 * E)
     pool.leavePool({"from": w1})
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000, shards=1, rounds=1)
-    tid = job_market.drawTask(job_id, {"from": submitter}).return_value
+    tid = draw_task(job_market, job_id, {"from": submitter}).return_value
     assert job_market.taskOf(tid)[0] == cheat.address
     cheat.accept(tid, {"from": accounts[0]})
     tx = cheat.commit(tid, commitment(tid, WRONG, CID, SALT, cheat), {"from": accounts[0]})
@@ -84,6 +90,53 @@ def test_refereeSeatGrinding_noTopUpChangesTheCommittee(
     assert tuple(tx.events["RefereesDrawn"]["referees"]) == committee
 
 
+def test_offerGrinding_noTopUpMovesAnOffer(job_market, registry, stake_manager, pool, token, deployer, submitter, w1, w2):
+    # A grinding worker with twice w1's stake; w2 joins, so three workers share the tree.
+    pool.joinPool({"from": w2})
+    grinder = _grinder(job_market, registry, stake_manager, pool, token, deployer, ROLE_WORKER, 2_000 * E)
+    token.mint(grinder, 3 * TOP_UPS[-1], {"from": deployer})  # one real top-up a task
+    job_id, _ = new_job(job_market, submitter, shards=3, rounds=1)
+    for _ in range(3):
+        mine_past(ask_offers(job_market, job_id, {"from": submitter}))
+        drawn = {top_up: grinder.topUpAndDrawOffer.call(job_id, top_up, {"from": accounts[0]}) for top_up in TOP_UPS}
+        workers = set(drawn.values())
+        assert len(workers) == 1, drawn  # no top-up moves the offer
+        worker = workers.pop()
+        assert int(worker, 16) != 0
+        # Sent for real with the largest top-up: the same worker, and the top-up waits.
+        tx = grinder.topUpAndDrawOffer(job_id, TOP_UPS[-1], {"from": accounts[0]})
+        assert tx.events["TaskDrawn"]["worker"] == worker
+        assert tx.events["WorkerWeightDeferred"]["account"] == grinder.address
+        assert pool.weightOf(grinder, False) == 2_000 * E * 5_000  # the tree still holds the weight of before
+
+
+def test_offerPicking_aRevertingCallerCannotChooseItsOffer(
+        job_market, registry, stake_manager, pool, token, deployer, submitter, w1):
+    """A contract that draws offers only when one lands on its own worker: it can no longer
+    pick. The offer of each ticket is the same in every block of the ticket's window, the
+    picker's call reverts whenever the hash names another worker, and the keeper's draw in
+    the window's last block offers the task to the worker named in its first."""
+    picker = _grinder(job_market, registry, stake_manager, pool, token, deployer, ROLE_WORKER, 1_000 * E)
+    job_id, _ = new_job(job_market, submitter, shards=4, rounds=1)
+    for _ in range(4):
+        ticket = ask_offers(job_market, job_id, {"from": submitter})
+        mine_past(ticket)
+        named = set()
+        while chain.height + 2 < last_block(ticket):  # (the two calls below land in the window too)
+            named.add(picker.topUpAndDrawOffer.call(job_id, 0, {"from": accounts[0]}))
+            chain.mine()
+        assert len(named) == 1, named  # one worker named by the hash, whichever block draws
+        worker = named.pop()
+        if worker != picker.address:
+            tid = (job_id << 64) | job_market.jobOf(job_id).dict()["nextIndex"]
+            with brownie.reverts(f"NotPicked: {tid}"):
+                picker.pickOffer(job_id, picker, {"from": accounts[0]})
+        tx = job_market.drawTask(job_id, {"from": submitter})
+        assert tx.events["TaskDrawn"]["worker"] == worker
+        chain.mine(last_block(ticket) + 1 - chain.height)  # the next task from a new ticket
+    assert job_market.jobOf(job_id).dict()["nextIndex"] == 4
+
+
 def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
         job_market, registry, stake_manager, pool, token, deployer, submitter, w1):
     """27 stale workers of 30 (the review's 45 of 50, scaled down): over 200 enumerated seeds
@@ -110,7 +163,7 @@ def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
     assert {str(d) for d in found} <= {str(a) for a in live}
     assert len(found) >= 160, len(found)  # P(16 distinct candidates all stale) is about 9 %
     # An assignment evicts the stale candidates it passed over (the market's role, granted to a
-    # test account so that the seeds are enumerated rather than taken from prevrandao).
+    # test account so that the seeds are enumerated rather than taken from an offer ticket's hash).
     assigner = accounts[17]
     pool.grantRole(pool.MARKET_ROLE(), assigner, {"from": deployer})
     stale_set = {str(a) for a in stale}
@@ -124,13 +177,13 @@ def test_staleMembers_areTakenOutOfTheDraw_andEvictedByTheAssignment(
     assert {a for a in stale_set if pool.weightOf(a, False) == 0} == evicted
 
 
-def test_aWorkerRejectedForItsLocks_isPutBack_soAPoolOfOneStillDrawsIt(job_market, pool, stake_manager, submitter, w1):
+def test_aWorkerRejectedForItsLocks_isTakenWhenNoneIsKept_soAPoolOfOneStillDrawsIt(job_market, pool, stake_manager, submitter, w1):
     """Found by `make economics`: a worker the rejection step passes over (its tree weight
-    above its weight now) must go back into the draw, or a pool holding only it would draw
-    nobody half the time at a half-locked stake. w1, alone in the pool, locks half its stake;
-    every enumerated seed still draws it."""
+    above its weight now) must still be drawn when no candidate is kept, or a pool holding
+    only it would draw nobody half the time at a half-locked stake. w1, alone in the pool,
+    locks half its stake; every enumerated seed still draws it."""
     job_id, _ = new_job(job_market, submitter, workerCollateral=500 * E, shards=4, rounds=1)
-    tid = job_market.drawTask(job_id, {"from": submitter}).return_value
+    tid = draw_task(job_market, job_id, {"from": submitter}).return_value
     assert job_market.taskOf(tid)[0] == w1
     assert stake_manager.freeStake(w1) == 500 * E and pool.weightOf(w1, False) == 1_000 * E * 5_000  # tree: all of it
     req = (1, 16_000, 0, 20 * E, "0x" + "00" * 20, 0, 0)

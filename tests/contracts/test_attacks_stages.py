@@ -40,7 +40,7 @@ def _draw_all(job_market, submitter, job_id, count) -> dict[int, str]:
     """Draw ``count`` tasks (a stage draw may miss and is simply called again)."""
     workers = {}
     for _ in range(5):
-        tx = job_market.drawTasks(job_id, count - len(workers), {"from": submitter})
+        tx = draw_tasks(job_market, job_id, count - len(workers), {"from": submitter})
         if "TaskDrawn" in tx.events:
             workers |= {e["taskId"]: e["worker"] for e in tx.events["TaskDrawn"]}
         if len(workers) == count:
@@ -95,7 +95,7 @@ def test_frozenStage_jobStopsWhileItsSiblingNeverRan_isClosedAfterItsWindow_free
         job_id, _ = new_job(job_market, submitter, shards=2, stages=2, rounds=1, acceptWindow=5, expiryBlock=expiry)
         a = job_market.taskId(job_id, 0, 0)
         b = job_market.taskId(job_id, 0, 1)
-        job_market.drawTask(job_id, {"from": submitter})
+        draw_task(job_market, job_id, {"from": submitter})
         workers = {a: four[0].address}
     else:
         job_id, a, b, workers = _stage_pair(job_market, submitter)
@@ -276,7 +276,7 @@ def test_falseStall_reportedAtOnceThenIdle_paysTheTimeout_andIsNotOfferedTheStag
         assert task["worker"] != wa or task["status"] == TS.PENDING
         if task["status"] != TS.PENDING:
             break
-        job_market.drawTasks(job_id, 2, {"from": submitter})
+        draw_tasks(job_market, job_id, 2, {"from": submitter})
     assert _task(job_market, a)["status"] == TS.OFFERED and _task(job_market, a)["worker"] != wa
 
 

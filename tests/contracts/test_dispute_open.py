@@ -51,7 +51,7 @@ def test_challenge_sameRoot_selfChallenge_reverts(game, job_market, submitter, w
 
 def test_challenge_outsideWindow_reverts(game, job_market, submitter, w1, challenger):
     job_id, _ = new_job(job_market, submitter, challengeWindow=50)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     with brownie.reverts(f"TaskNotInChallengeWindow: {tid}"):
         challenge_task(game, tid, challenger, HONEST)
     _, late = revealed_task(job_market, submitter, w1, CHEAT, challengeWindow=20)

@@ -90,7 +90,7 @@ def test_verdictForChallenger_slashesWorker_splitsWithReferees_andRequeues(game,
     # the worker lost: its task goes back (no redraw inside the settlement) and is drawn for another worker
     assert job_market.taskOf(tid)[1] == TS.PENDING and "TaskRequeued" in tx.events
     pool.joinPool({"from": w2})
-    tx = job_market.drawTask(job_id, {"from": w2})
+    tx = draw_task(job_market, job_id, {"from": w2})
     assert tx.return_value == tid and tx.events["TaskDrawn"]["worker"] == w2
     with brownie.reverts(f"DisputeWrongStatus: {gid}, {int(GS.RESOLVED)}"):
         game.resolve(gid, {"from": challenger})

@@ -65,7 +65,7 @@ def test_invariant_disputes_tokensConserved(job_market, game, token, stake_manag
             job = self._tx(job_market.createJob, job_params(challengeWindow=40, auditRateBps=10_000 if audit else 0), {"from": submitter})
             if job is None:
                 return None
-            drawn = self._tx(job_market.drawTask, job.return_value, {"from": submitter})
+            drawn = self._tx(draw_task, job_market, job.return_value, {"from": submitter})
             if drawn is None:
                 return None
             tid, worker = drawn.return_value, accounts.at(drawn.events["TaskDrawn"]["worker"], force=True)

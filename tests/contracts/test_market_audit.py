@@ -11,7 +11,7 @@ OTHER = "0x" + "99" * 32
 
 def _committed(job_market, submitter, w1):
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     tx = job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
     assert tx.events["AuditRequested"]["ticket"] == ticket_for(tx.block_number)
@@ -21,7 +21,7 @@ def _committed(job_market, submitter, w1):
 
 def test_commit_withAuditRate_requestsTheDraw_settleDrawsAuditorAndLocksItsCollateral(job_market, stake_manager, submitter, w1, v1, market_isolation):
     job_id, _ = new_job(job_market, submitter, auditRateBps=10_000)
-    early = job_market.drawTask(job_id, {"from": w1}).return_value
+    early = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(early, {"from": w1})
     tx = job_market.commitResult(early, commitment(early, ROOT, CID, SALT, w1), {"from": w1})
     assert "AuditorDrawn" not in tx.events and job_market.taskOf(early)[4] == "0x" + "00" * 20
@@ -112,9 +112,10 @@ def test_resolveDispute_workerLost_requeuesForAnotherWorker(job_market, pool, su
     assert "TaskRequeued" in tx.events and job_market.taskOf(tid)[1] == TS.PENDING
     assert job_market.jobOf(job_id).dict()["pendingCount"] == 1
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {tid}"):
-        job_market.drawTask(job_id, {"from": w1})
+        draw_task(job_market, job_id, {"from": w1})
+    refresh_after_hold(pool)  # (a join while offers are held would wait for w2's refresh)
     pool.joinPool({"from": w2})
-    tx = job_market.drawTask(job_id, {"from": w1})  # redrawn first, for another worker
+    tx = draw_task(job_market, job_id, {"from": w1})  # redrawn first, for another worker
     assert tx.return_value == tid and tx.events["TaskDrawn"]["worker"] == w2
 
 
@@ -132,7 +133,7 @@ def test_lapsedAuditDraw_countsAsDrawn_andAsksForItsAuditorFromANewTicket(job_ma
     the draw counts as drawn (whatever the hash said) and its auditor comes from a new ticket;
     the reveal is refused meanwhile."""
     job_id, _ = new_job(job_market, submitter, auditRateBps=1, revealWindow=200)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     ticket = job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1}).events["AuditRequested"]["ticket"]
     mine_past(last_block(ticket))

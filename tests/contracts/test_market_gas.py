@@ -28,7 +28,7 @@ def _grow_pool(registry, stake_manager, token, pool, deployer, n):
 def test_gas_oneTaskLife_noAudit_oneCallEach_staysUnder400k(job_market, submitter, w1, market_isolation):
     job_id, _ = new_job(job_market, submitter)
     gas = {}
-    tx = job_market.drawTask(job_id, {"from": w1})
+    tx = draw_task(job_market, job_id, {"from": w1})
     tid = tx.return_value
     gas["draw"] = tx.gas_used
     gas["accept"] = job_market.acceptTask(tid, {"from": w1}).gas_used
@@ -60,7 +60,7 @@ def test_gas_oneTaskLife_inBatches_staysUnder250k(job_market, registry, stake_ma
     for _ in range(2):
         job_id, _ = new_job(job_market, submitter, shards=n, acceptWindow=100, computeWindow=200, revealWindow=150,
                             challengeWindow=200)
-        tx = job_market.drawTasks(job_id, n, {"from": submitter})
+        tx = draw_tasks(job_market, job_id, n, {"from": submitter})
         tasks = [(e["taskId"], accounts.at(e["worker"], force=True)) for e in tx.events["TaskDrawn"]]
         assert tx.return_value == n == len(tasks)
         gas = {"draw": tx.gas_used / n, "accept": 0, "commit": 0, "reveal": 0}
@@ -89,8 +89,8 @@ def test_gas_createJob_flatInShardCount(job_market, submitter, market_isolation)
 def test_gas_drawAt100Members_within1_5xOf10(job_market, registry, stake_manager, token, pool, deployer, submitter, w1, market_isolation):
     _grow_pool(registry, stake_manager, token, pool, deployer, 9)
     job_id, _ = new_job(job_market, submitter, shards=64, acceptWindow=10_000)
-    small = [job_market.drawTask(job_id, {"from": w1}).gas_used for _ in range(3)]
+    small = [draw_task(job_market, job_id, {"from": w1}).gas_used for _ in range(3)]
     _grow_pool(registry, stake_manager, token, pool, deployer, 90)
-    large = [job_market.drawTask(job_id, {"from": w1}).gas_used for _ in range(3)]
+    large = [draw_task(job_market, job_id, {"from": w1}).gas_used for _ in range(3)]
     print("draw gas at 10:", small, "at ~100:", large, "members", pool.totalWeight(False) and "ok")
     assert max(large) <= 1.5 * min(small)

@@ -56,8 +56,8 @@ def test_createJobWithPermit_pullsEscrowWithoutApproval(job_market, token, regis
 
 def test_cancelJob_refundsUndrawnAtOnce_inFlightFinishes_andPendingClosed(job_market, token, submitter, w1, market_isolation):
     job_id, _ = new_job(job_market, submitter, shards=3, rounds=2, acceptWindow=50)  # 8 tasks
-    running = job_market.drawTask(job_id, {"from": w1}).return_value
-    offered = job_market.drawTask(job_id, {"from": w1}).return_value
+    running = draw_task(job_market, job_id, {"from": w1}).return_value
+    offered = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(running, {"from": w1})
     with brownie.reverts(f"JobNotSubmitter: {job_id}, {w1.address.lower()}"):
         job_market.cancelJob(job_id, {"from": w1})
@@ -67,7 +67,7 @@ def test_cancelJob_refundsUndrawnAtOnce_inFlightFinishes_andPendingClosed(job_ma
     assert tx.events["JobCancelled"]["refund"] == 6 * 12 * E
     assert job_market.credits(submitter) == 6 * 12 * E
     with brownie.reverts(f"JobNotActive: {job_id}, 3"):
-        job_market.drawTask(job_id, {"from": w1})
+        draw_task(job_market, job_id, {"from": w1})
     with brownie.reverts(f"JobNotActive: {job_id}, 3"):
         job_market.acceptTask(offered, {"from": w1})
     tx = job_market.closeTask(offered, {"from": w1})
@@ -90,7 +90,7 @@ def test_cancelJob_refundsUndrawnAtOnce_inFlightFinishes_andPendingClosed(job_ma
 
 def test_cancelJob_runningTaskTimesOut_isClosedAndRefunded(job_market, submitter, w1, market_isolation):
     job_id, _ = new_job(job_market, submitter)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     job_market.acceptTask(tid, {"from": w1})
     job_market.cancelJob(job_id, {"from": submitter})
     chain.mine(21)
@@ -105,7 +105,7 @@ def test_expireJob_beforeExpiry_reverts_thenExpires(job_market, submitter, w1, m
         job_market.expireJob(job_id, {"from": w1})
     chain.mine(21)
     with brownie.reverts(f"JobPastExpiry: {job_id}, {expiry}"):
-        job_market.drawTask(job_id, {"from": w1})
+        draw_task(job_market, job_id, {"from": w1})
     tx = job_market.expireJob(job_id, {"from": w1})
     assert tx.events["JobExpired"]["refund"] == 6 * 12 * E
     assert job_market.jobOf(job_id).dict()["status"] == 4
@@ -120,7 +120,7 @@ def test_drawTask_withEmptyPool_reverts(job_market, pool, submitter, w1, market_
     pool.leavePool({"from": w1})
     job_id, _ = new_job(job_market, submitter)
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_id << 64}"):
-        job_market.drawTask(job_id, {"from": submitter})
+        draw_task(job_market, job_id, {"from": submitter})
 
 
 def test_constructor_invalidConfig_reverts(JobMarket, token, registry, stake_manager, pool, deployer, market_isolation):

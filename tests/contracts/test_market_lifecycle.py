@@ -20,7 +20,7 @@ def test_createJob_pullsEscrowAndEmitsCounts(job_market, token, submitter, marke
 
 def test_oneTask_fullLife_paysWorkerAndRefundsUnusedAuditFee(job_market, token, registry, stake_manager, pool, submitter, w1, market_isolation):
     job_id, _ = new_job(job_market, submitter)
-    tx = job_market.drawTask(job_id, {"from": w1})
+    tx = draw_task(job_market, job_id, {"from": w1})
     tid = tx.return_value
     assert tid == job_market.taskId(job_id, 0, 0) == (job_id << 64)
     assert tx.events["TaskDrawn"]["worker"] == w1
@@ -63,8 +63,8 @@ def test_commitment_isBoundToItsTask_oneCommitmentCannotBeRevealedOnTwo(job_mark
     commitment it made for the first (work done once, claimed twice): its reveal there is
     refused, and the first task reveals as usual."""
     job_id, _ = new_job(job_market, submitter, shards=2, rounds=1)
-    first = job_market.drawTask(job_id, {"from": w1}).return_value
-    second = job_market.drawTask(job_id, {"from": w1}).return_value
+    first = draw_task(job_market, job_id, {"from": w1}).return_value
+    second = draw_task(job_market, job_id, {"from": w1}).return_value
     for tid in (first, second):
         job_market.acceptTask(tid, {"from": w1})
         job_market.commitResult(tid, commitment(first, ROOT, CID, SALT, w1), {"from": w1})
@@ -79,16 +79,16 @@ def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, 
     job_id, _ = new_job(job_market, submitter, shards=2, rounds=2)
     run_task(job_market, job_id, w1)
     # the aggregation task waits for every shard task of the round
-    t1 = job_market.drawTask(job_id, {"from": w1}).return_value
+    t1 = draw_task(job_market, job_id, {"from": w1}).return_value
     with brownie.reverts(f"JobNothingToDraw: {job_id}"):
-        job_market.drawTask(job_id, {"from": w1})
+        draw_task(job_market, job_id, {"from": w1})
     job_market.acceptTask(t1, {"from": w1})
     job_market.commitResult(t1, commitment(t1, ROOT, CID, SALT, w1), {"from": w1})
     job_market.revealResult(t1, ROOT, CID, SALT, {"from": w1})
     chain.mine(21)
     job_market.finalize(t1, {"from": w1})
     agg_root = "0x" + "cc" * 32
-    agg = job_market.drawTask(job_id, {"from": w1}).return_value
+    agg = draw_task(job_market, job_id, {"from": w1}).return_value
     assert agg == job_market.taskId(job_id, 0, 2)
     job_market.acceptTask(agg, {"from": w1})
     job_market.commitResult(agg, commitment(agg, agg_root, "bafyround1", SALT, w1), {"from": w1})
@@ -108,7 +108,7 @@ def test_wholeJob_roundsAdvanceFromAggregatedCheckpoint_andComplete(job_market, 
     assert job_market.totalEscrow() == 0
     assert token.balanceOf(job_market) == job_market.totalCredits() == 6 * 12 * E
     with brownie.reverts(f"JobNotActive: {job_id}, 2"):
-        job_market.drawTask(job_id, {"from": w1})
+        draw_task(job_market, job_id, {"from": w1})
 
 
 def test_tasksOf_and_jobsOf_paginate(job_market, submitter, w1, market_isolation):
@@ -118,8 +118,8 @@ def test_tasksOf_and_jobsOf_paginate(job_market, submitter, w1, market_isolation
     assert list(job_market.jobsOf(submitter, 1, 1)) == [job2]
     assert list(job_market.jobsOf(submitter, 5, 1)) == []
     assert list(job_market.tasksOf(job_id, 0, 10)) == []
-    job_market.drawTask(job_id, {"from": w1})
-    job_market.drawTask(job_id, {"from": w1})
+    draw_task(job_market, job_id, {"from": w1})
+    draw_task(job_market, job_id, {"from": w1})
     assert list(job_market.tasksOf(job_id, 0, 10)) == [job_market.taskId(job_id, 0, 0), job_market.taskId(job_id, 0, 1)]
     assert list(job_market.tasksOf(job_id, 1, 1)) == [job_market.taskId(job_id, 0, 1)]
 
@@ -142,7 +142,7 @@ def test_finalizeMany_settlesEachMemberOnce_asSingleFinalizesWould(job_market, r
     pool.joinPool({"from": w2})
     job_id, _ = new_job(job_market, submitter, shards=8, acceptWindow=50, computeWindow=50, challengeWindow=50)
     rep = {w.address: registry.reputationOf(w) for w in (w1, w2)}
-    ids = [job_market.drawTask(job_id, {"from": submitter}).return_value for _ in range(4)]
+    ids = [draw_task(job_market, job_id, {"from": submitter}).return_value for _ in range(4)]
     owner = {tid: job_market.taskOf(tid)[0] for tid in ids}
     assert sorted(owner.values()) == sorted([w1.address, w1.address, w2.address, w2.address])
     for tid in ids:
@@ -167,19 +167,76 @@ def test_finalizeMany_settlesEachMemberOnce_asSingleFinalizesWould(job_market, r
 def test_drawTasks_drawsUpToCount_keepsWhatItDrew_andRevertsWhenNone(job_market, submitter, w1, market_isolation):
     one, _ = new_job(job_market, submitter, shards=1)
     with brownie.reverts("MarketBatchTooLarge: 33, 32"):
-        job_market.drawTasks(one, 33, {"from": submitter})
-    assert job_market.drawTasks(one, 0, {"from": submitter}).return_value == 0
-    assert job_market.drawTasks(one, 3, {"from": submitter}).return_value == 1  # its one shard task
+        draw_tasks(job_market, one, 33, {"from": submitter})
+    assert draw_tasks(job_market, one, 0, {"from": submitter}).return_value == 0
+    assert draw_tasks(job_market, one, 3, {"from": submitter}).return_value == 1  # its one shard task
     with brownie.reverts(f"JobNothingToDraw: {one}"):  # the aggregation task waits for the shard task
-        job_market.drawTasks(one, 1, {"from": submitter})
+        draw_tasks(job_market, one, 1, {"from": submitter})
     # w1 (the only worker in the pool) takes 2 tasks at once and holds one: the second draw
     # of the batch finds nobody, and the batch keeps the one it drew
     job_id, _ = new_job(job_market, submitter, shards=5)
-    tx = job_market.drawTasks(job_id, 5, {"from": submitter})
+    tx = draw_tasks(job_market, job_id, 5, {"from": submitter})
     assert tx.return_value == 1 and tx.events["TaskDrawn"]["worker"] == w1 and tx.events["TaskDrawn"]["index"] == 0
     assert job_market.jobOf(job_id).dict()["nextIndex"] == 1
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_market.taskId(job_id, 0, 1)}"):
-        job_market.drawTasks(job_id, 3, {"from": submitter})
+        draw_tasks(job_market, job_id, 3, {"from": submitter})
     job_market.cancelJob(job_id, {"from": submitter})
     with brownie.reverts(f"JobNotActive: {job_id}, 3"):
-        job_market.drawTasks(job_id, 1, {"from": submitter})
+        draw_tasks(job_market, job_id, 1, {"from": submitter})
+
+
+def test_offers_areDrawnFromATicketAskedBefore(job_market, pool, submitter, w1, market_isolation):
+    """Issue 27, finding 7a: a draw with no live offer ticket asks for one and draws
+    nothing; the ticket's hash settles the offers from its next block; the ticket stays for
+    the tasks left (a caller drawing fewer cannot get them a new hash) until nothing is left."""
+    job_id, _ = new_job(job_market, submitter, shards=2, rounds=1)
+    tx = job_market.drawTask(job_id, {"from": submitter})
+    ticket = ticket_for(tx.block_number)
+    assert tx.return_value == 0 and "TaskDrawn" not in tx.events
+    assert tx.events["OffersRequested"]["jobId"] == job_id and tx.events["OffersRequested"]["ticket"] == ticket
+    assert tx.events["OffersHeld"]["ticket"] == ticket and job_market.offerTicketOf(job_id) == ticket
+    while chain.height < ticket:
+        with brownie.reverts(f"JobOffersNotReady: {job_id}, {ticket}"):
+            job_market.drawTask(job_id, {"from": submitter})
+        chain.mine()
+    tx = job_market.drawTasks(job_id, 0, {"from": submitter})  # drawing none keeps the ticket
+    assert tx.return_value == 0 and "OffersRequested" not in tx.events and job_market.offerTicketOf(job_id) == ticket
+    tx = job_market.drawTask(job_id, {"from": submitter})
+    assert tx.events["TaskDrawn"]["index"] == 0 and "OffersRequested" not in tx.events
+    assert job_market.offerTicketOf(job_id) == ticket  # the other task is drawn from it too
+    tx = job_market.drawTask(job_id, {"from": submitter})
+    assert tx.events["TaskDrawn"]["index"] == 1 and job_market.offerTicketOf(job_id) == 0  # nothing left
+    with brownie.reverts(f"JobNothingToDraw: {job_id}"):
+        job_market.drawTask(job_id, {"from": submitter})
+
+
+def test_offers_aLapsedTicketIsAskedAgain(job_market, submitter, w1, market_isolation):
+    job_id, _ = new_job(job_market, submitter, shards=1, rounds=1)
+    first = ask_offers(job_market, job_id, {"from": submitter})
+    chain.mine(last_block(first) + 1 - chain.height)  # nobody drew inside the ticket's epoch
+    tx = job_market.drawTask(job_id, {"from": submitter})
+    assert tx.return_value == 0 and tx.events["OffersRequested"]["ticket"] == ticket_for(tx.block_number) > first
+    mine_past(job_market.offerTicketOf(job_id))
+    assert job_market.drawTask(job_id, {"from": submitter}).events["TaskDrawn"]["worker"] == w1
+
+
+def test_offers_aTaskSentBackAfterItsTicket_waitsForTheNext(job_market, pool, submitter, w1, w2, market_isolation):
+    """A task sent back once its ticket's hash is public is not drawn from that hash (its
+    worker, knowing it, could otherwise time out to send it where it wants): the draw that
+    reaches it asks for the next ticket, and the task is drawn from that one."""
+    pool.joinPool({"from": w2})
+    job_id, _ = new_job(job_market, submitter, shards=2, rounds=1)
+    first = draw_task(job_market, job_id, {"from": submitter}).return_value
+    failed = job_market.taskOf(first)[0]
+    ticket = job_market.offerTicketOf(job_id)
+    chain.mine(job_market.jobOf(job_id).dict()["acceptWindow"] + 1)
+    tx = job_market.timeoutTask(first, {"from": submitter})  # its worker never accepted
+    assert "TaskRequeued" in tx.events and tx.block_number > ticket and not chain.height > last_block(ticket)
+    assert job_market.taskOf(first)[1] == TS.PENDING and job_market.taskOf(first)[2] == tx.block_number
+    tx = job_market.drawTasks(job_id, 2, {"from": submitter})
+    assert tx.return_value == 0 and "TaskDrawn" not in tx.events
+    nxt = tx.events["OffersRequested"]["ticket"]
+    assert nxt > ticket and job_market.offerTicketOf(job_id) == nxt
+    mine_past(nxt)
+    drawn = job_market.drawTask(job_id, {"from": submitter}).events["TaskDrawn"]
+    assert drawn["taskId"] == first and drawn["worker"] != failed

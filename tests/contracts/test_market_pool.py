@@ -44,12 +44,19 @@ def test_refresh_followsUnstake(pool, stake_manager, w1, market_isolation):
 
 
 def test_workerAtConcurrencyLimit_leavesTreeUntilTaskEnds(job_market, pool, submitter, w1, market_isolation):
+    """At its concurrency limit a worker is ineligible at once and leaves the tree; while
+    offers are held (the draw's own epoch) the tree keeps its weight, announced deferred, and
+    its refresh after the hold takes it out."""
     job_id, _ = new_job(job_market, submitter, shards=3)
-    a = job_market.drawTask(job_id, {"from": w1}).return_value
-    job_market.drawTask(job_id, {"from": w1})
-    assert pool.memberOf(w1)[1] == 2 and pool.weightOf(w1, False) == 0  # maxConcurrent == 2
+    weight = pool.weightOf(w1, False)
+    a = draw_task(job_market, job_id, {"from": w1}).return_value
+    tx = draw_task(job_market, job_id, {"from": w1})
+    assert pool.memberOf(w1)[1] == 2 and pool.workersHeld()  # maxConcurrent == 2
+    assert tx.events["WorkerWeightDeferred"]["weight"] == 0 and pool.weightOf(w1, False) == weight
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_market.taskId(job_id, 0, 2)}"):
-        job_market.drawTask(job_id, {"from": w1})
+        draw_task(job_market, job_id, {"from": w1})
+    refresh_after_hold(pool, w1)
+    assert pool.weightOf(w1, False) == 0
     chain.mine(6)
     job_market.timeoutTask(a, {"from": w1})  # requeued (w1 excluded, nobody else)
     assert pool.memberOf(w1)[1] == 1 and pool.weightOf(w1, False) > 0
@@ -64,7 +71,7 @@ def test_draw_checksDeviceMemoryAndCollateral(job_market, pool, submitter, w1, m
     assert not pool.isEligible(w1, (1, 16_000, 0, 0, w1.address, 0, 0), False)
     job_id, _ = new_job(job_market, submitter, memoryMiB=32_000)
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {job_id << 64}"):
-        job_market.drawTask(job_id, {"from": w1})
+        draw_task(job_market, job_id, {"from": w1})
 
 
 def test_regionBoost_prefersWorkersInPreferredRegion(job_market, pool, registry, stake_manager, token, deployer, submitter, w1, accounts, market_isolation):
@@ -82,7 +89,7 @@ def test_regionBoost_prefersWorkersInPreferredRegion(job_market, pool, registry,
     assert set(drawn) == {near, far}
     assert 0.7 <= drawn.count(near) / len(drawn) <= 0.9
     job_id, _ = new_job(job_market, submitter, shards=2, preferredRegion=3)
-    assert job_market.drawTask(job_id, {"from": far}).events["TaskDrawn"]["worker"] in (near, far)
+    assert draw_task(job_market, job_id, {"from": far}).events["TaskDrawn"]["worker"] in (near, far)
 
 
 def test_assignAndRelease_onlyMarketRole(pool, deployer, w1, market_isolation):

@@ -7,6 +7,9 @@ from brownie import accounts, chain
 from tests.contracts.market_setup import *  # noqa: F401,F403
 
 
+ZERO = "0x" + "00" * 20
+
+
 def _task(job_market, tid) -> dict:
     return job_market.taskOf(tid).dict()
 
@@ -21,7 +24,7 @@ def _draw_all(job_market, submitter, job_id, count) -> tuple[dict[int, str], lis
     next call draws again from a fresh nonce, so this calls until all are drawn (at most 5)."""
     workers, txs = {}, []
     for _ in range(5):
-        txs.append(job_market.drawTasks(job_id, count - len(workers), {"from": submitter}))
+        txs.append(draw_tasks(job_market, job_id, count - len(workers), {"from": submitter}))
         workers |= _drawn_workers(txs[-1])
         if len(workers) == count:
             return workers, txs
@@ -59,15 +62,15 @@ def test_stageDraw_withOneWorker_leavesTheNextStageUndrawn(job_market, pool, sub
     for a in others:
         pool.leavePool({"from": a})
     job_id, _ = new_job(job_market, submitter, shards=2, stages=2)
-    first = job_market.drawTask(job_id, {"from": submitter})
+    first = draw_task(job_market, job_id, {"from": submitter})
     assert first.events["TaskDrawn"]["worker"] == w1
     tid = job_market.taskId(job_id, 0, 1)
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {tid}"):
-        job_market.drawTask(job_id, {"from": submitter})
+        draw_task(job_market, job_id, {"from": submitter})
     assert _task(job_market, tid)["status"] == TS.NONE
     # a job that is not split gives the worker both shards
     plain, _ = new_job(job_market, submitter, shards=2)
-    assert job_market.drawTasks(plain, 1, {"from": submitter}).events["TaskDrawn"]["worker"] == w1
+    assert draw_tasks(job_market, plain, 1, {"from": submitter}).events["TaskDrawn"]["worker"] == w1
 
 
 def test_acceptingALaterStage_extendsTheRunningStage(job_market, submitter, four, market_isolation):
@@ -258,7 +261,7 @@ def test_reportStalled_revertsUnlessTheRunningStagesOwnWorkerBeforeItsDeadline(j
     with brownie.reverts(f"TaskDeadlinePassed: {t1}, {deadline}"):
         job_market.reportStalled(t1, {"from": workers[t1]})
     plain, _ = new_job(job_market, submitter, shards=1)
-    tid = job_market.drawTask(plain, {"from": submitter}).return_value
+    tid = draw_task(job_market, plain, {"from": submitter}).return_value
     worker = job_market.taskOf(tid)[0]
     with brownie.reverts(f"TaskNotRunning: {tid}"):
         job_market.reportStalled(tid, {"from": worker})
@@ -290,7 +293,7 @@ def test_runningStageWaitingOnAStageNobodyHolds_goesBackUnpenalisedIfItSaidSo(jo
         pool.leavePool({"from": a})
     job_id, _ = new_job(job_market, submitter, shards=2, stages=2, rounds=1, computeWindow=20)
     t0 = job_market.taskId(job_id, 0, 0)
-    job_market.drawTask(job_id, {"from": submitter})
+    draw_task(job_market, job_id, {"from": submitter})
     job_market.acceptTask(t0, {"from": w1})
     job_market.reportStalled(t0, {"from": w1})
     _past_deadlines(job_market, t0)
@@ -300,5 +303,8 @@ def test_runningStageWaitingOnAStageNobodyHolds_goesBackUnpenalisedIfItSaidSo(jo
     assert [e["amount"] for e in tx.events["CollateralUnlocked"]] == [20 * E]  # all of it came back
     assert stake_manager.stakeOf(w1)[0] == STAKE_AMOUNT
     assert registry.identityOf(w1).dict()["history"]["tasksTimedOut"] == 0
-    # not at fault, so not excluded: the stage is offered to w1 again
+    # not at fault, so not excluded: the stage waits for the next offer ticket, and is
+    # offered to w1 again
+    assert (_task(job_market, t0)["status"], _task(job_market, t0)["worker"]) == (TS.PENDING, ZERO)
+    assert draw_task(job_market, job_id, {"from": submitter}).events["TaskDrawn"]["taskId"] == t0
     assert (_task(job_market, t0)["status"], _task(job_market, t0)["worker"]) == (TS.OFFERED, w1)

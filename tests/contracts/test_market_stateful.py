@@ -83,7 +83,7 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
 
         def draw(self, i):
             if self.jobs:
-                self._tx(job_market.drawTask, self.jobs[i % len(self.jobs)], {"from": submitter})
+                self._tx(draw_task, job_market, self.jobs[i % len(self.jobs)], {"from": submitter})
 
         def accept(self, i):
             tid = self._task(i)

@@ -8,7 +8,7 @@ from tests.contracts.market_setup import *  # noqa: F401,F403
 
 def _drawn(job_market, submitter, w1, **kw):
     job_id, _ = new_job(job_market, submitter, **kw)
-    tid = job_market.drawTask(job_id, {"from": w1}).return_value
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
     return job_id, tid
 
 
@@ -43,12 +43,14 @@ def test_accept_byOtherAccount_reverts(job_market, submitter, w1, w2, market_iso
 
 
 def test_acceptTimeout_redrawsToAnotherWorker(job_market, registry, stake_manager, pool, submitter, w1, w2, market_isolation):
-    _, tid = _drawn(job_market, submitter, w1)
+    job_id, tid = _drawn(job_market, submitter, w1)
+    refresh_after_hold(pool)  # (a join while offers are held would wait for w2's refresh)
     pool.joinPool({"from": w2})
     chain.mine(6)
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["account"] == w1 and tx.events["TaskTimedOut"]["phase"] == TS.OFFERED
-    assert tx.events["TaskDrawn"]["worker"] == w2  # the late worker is excluded
+    assert "TaskRequeued" in tx.events  # offered again from the next offer ticket
+    assert draw_task(job_market, job_id, {"from": submitter}).events["TaskDrawn"]["worker"] == w2  # the late worker is excluded
     assert stake_manager.stakeOf(w1)[1] == 0 and stake_manager.stakeOf(w2)[1] == 20 * E
     assert registry.identityOf(w1).dict()["history"]["tasksTimedOut"] == 1
 
@@ -87,7 +89,8 @@ def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_m
     pool.leavePool({"from": v1})
     joined = pool.joinPool({"from": v2})
     assert joined.events["VerifierWeightDeferred"]["account"] == v2  # the draw's weights are held
-    refresh_after_hold(pool, v2)  # past the auditor's deadline too
+    refresh_after_hold(pool, v2)
+    mine_past(job_market.taskOf(tid)[2])  # the auditor's deadline
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["account"] == v1 and tx.events["TaskTimedOut"]["penalty"] == AUDITOR_PENALTY
     assert tx.events["AuditRequested"]["ticket"] == ticket_for(tx.block_number)

@@ -155,13 +155,13 @@ def test_networkTerms_marketDrawsOnlyWorkersThatMeetThem(job_market, pool, submi
     drawn = []
     for _ in range(8):
         try:
-            drawn.append(job_market.drawTask(job_id, {"from": submitter}).events["TaskDrawn"]["worker"])
+            drawn.append(draw_task(job_market, job_id, {"from": submitter}).events["TaskDrawn"]["worker"])
         except brownie.exceptions.VirtualMachineError as exc:  # all 8 candidates were `slow` (1/256)
             assert "JobNoEligibleWorker" in str(exc)
     assert drawn and set(drawn) == {fast}
     nobody, _ = new_job(job_market, submitter, minFetchKiBps=FAST[0] + 1)
     with brownie.reverts(f"JobNoEligibleWorker: {nobody}, {nobody << 64}"):
-        job_market.drawTask(nobody, {"from": submitter})
+        draw_task(job_market, nobody, {"from": submitter})
 
 
 def test_neverMeasured_meetsNoNetworkTerms(pool, w1, market_isolation):
@@ -189,7 +189,7 @@ def test_auditorIsDrawnWithoutNetworkTerms(job_market, pool, submitter, v1, pair
     tid = None
     while tid is None:
         try:
-            tx = job_market.drawTask(job_id, {"from": submitter})
+            tx = draw_task(job_market, job_id, {"from": submitter})
             tid = tx.return_value
         except brownie.exceptions.VirtualMachineError:
             chain.mine(1)
@@ -209,7 +209,7 @@ def test_timeout_figuresStopCounting_untilRemeasuredAfterCooldown(job_market, po
     pool.leavePool({"from": slow})  # fast is the only worker: the draw is certain
     terms = req(min_fetch=10_000)
     job_id, _ = new_job(job_market, submitter, minFetchKiBps=10_000)
-    tid = job_market.drawTask(job_id, {"from": submitter}).return_value
+    tid = draw_task(job_market, job_id, {"from": submitter}).return_value
     assert job_market.taskOf(tid)[0] == fast
     reputation = registry.reputationOf(fast)
     chain.mine(6)  # the accept window (5 blocks) passes

@@ -37,7 +37,7 @@ contract MarketInvariants is MarketModel {
         handler.init();
 
         targetContract(address(handler));
-        bytes4[] memory s = new bytes4[](54);
+        bytes4[] memory s = new bytes4[](55);
         // the clock (weighted: phases need blocks to pass) and keepers
         s[0] = MarketHandler.roll.selector;
         s[1] = MarketHandler.roll.selector;
@@ -94,9 +94,10 @@ contract MarketInvariants is MarketModel {
         s[49] = GameActions.gameTimeout.selector;
         s[50] = MarketHandler.setRoles.selector;
         s[51] = MarketHandler.declareNetwork.selector;
-        // stake moved once a draw's hash is public, to steer it (issue 27, findings 1 and 2)
+        // stake moved once a draw's hash is public, to steer it (issue 27, findings 1, 2, 7a)
         s[52] = TaskActions.grindAuditDraw.selector;
         s[53] = GameActions.grindCommittee.selector;
+        s[54] = TaskActions.grindOffer.selector;
         targetSelector(FuzzSelector({addr: address(handler), selectors: s}));
     }
 
@@ -278,8 +279,8 @@ contract MarketInvariants is MarketModel {
             for (uint256 tree = 0; tree < 2; ++tree) {
                 uint8 role = tree == 0 ? ROLE_WORKER : ROLE_VERIFIER;
                 uint256 stored = pool.weightOf(who, tree == 1);
-                // (a verifier weight change a hold deferred lags until the member's next refresh)
-                if ((!p.member.joined || p.member.roles & role == 0 || !p.underLimit) && !(tree == 1 && lag)) {
+                // (a weight change a hold deferred lags until the member's next refresh)
+                if ((!p.member.joined || p.member.roles & role == 0 || !p.underLimit) && !lag) {
                     assertEq(stored, 0, "C6 (a): weight of a member that cannot be drawn");
                 }
                 if (p.live && !lag) {
@@ -294,7 +295,8 @@ contract MarketInvariants is MarketModel {
             // (b): forge discards what an invariant function changes, so this refresh changes
             // nothing the next call sees (and refreshing one member moves no other's model)
             pool.refresh(who);
-            for (uint256 tree = 0; tree < (pool.verifiersHeld() ? 1 : 2); ++tree) {
+            for (uint256 tree = 0; tree < 2; ++tree) {
+                if (tree == 0 ? pool.workersHeld() : pool.verifiersHeld()) continue;
                 uint8 role = tree == 0 ? ROLE_WORKER : ROLE_VERIFIER;
                 assertEq(
                     pool.weightOf(who, tree == 1), _model(p, p.roles, role), "C6 (b): weight after refresh != model"

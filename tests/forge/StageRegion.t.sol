@@ -9,8 +9,8 @@ import {IIdentityRegistry, ROLE_SUBMITTER, ROLE_WORKER} from "contracts/interfac
 /// @notice Consecutive stages trade activations and gradients every micro-batch, so a stage
 /// prefers a worker in the region its neighbour's worker declares (the pool's region boost,
 /// REGION_BOOST = 4), unless the job names a region. The draws are enumerated, not live: each
-/// case runs from one state with block.prevrandao = 1 … DRAWS (the offer seed), so the counts
-/// are fixed. Five equal workers, two in region 3 and three in region 5. Without a preference
+/// case runs from one state with the hash of the job's offer ticket set to 1 … DRAWS (the
+/// offers' randomness), so the counts are fixed. Five equal workers, two in region 3 and three in region 5. Without a preference
 /// the second stage's worker shares the first's region 1/4 of the time when the first is in
 /// region 3 (one of the four others is), 2/4 when it is in region 5; with the boost the odds
 /// are 4/7 and 8/10. Each bar sits between the two, several standard deviations from each.
@@ -62,7 +62,7 @@ contract StageRegionTest is MarketFixture {
         return registry.capabilityOf(w).region;
     }
 
-    /// For each enumerated prevrandao: draw stage 0 then stage 1 of a fresh group and count
+    /// For each enumerated ticket hash: draw stage 0 then stage 1 of a fresh group and count
     /// how often stage 1's worker is in `target` (0: stage 0's worker's region), by stage 0's
     /// region (index 0: region 3, 1: region 5).
     function _count(uint16 preferredRegion, uint16 target)
@@ -70,12 +70,16 @@ contract StageRegionTest is MarketFixture {
         returns (uint256[2] memory same, uint256[2] memory firsts)
     {
         uint256 jobId = _job(preferredRegion);
+        assertEq(market.drawTasks(jobId, 2), 0, "the first call asks for the offer ticket");
+        uint64 ticket = market.offerTicketOf(jobId);
+        vm.roll(ticket + 1);
         uint256 start = vm.snapshotState();
         for (uint256 i = 1; i <= DRAWS; ++i) {
             vm.revertToState(start);
-            vm.prevrandao(bytes32(i));
-            address first = market.taskOf(market.drawTask(jobId)).worker;
-            address second = market.taskOf(market.drawTask(jobId)).worker;
+            vm.setBlockhash(ticket, bytes32(i));
+            assertEq(market.drawTasks(jobId, 2), 2, "both stages drawn from the ticket");
+            address first = market.taskOf(jobId << 64).worker;
+            address second = market.taskOf((jobId << 64) | 1).worker;
             assertTrue(first != second && second != address(0), "stage 1 drawn to stage 0's worker");
             uint256 k = _region(first) == 3 ? 0 : 1;
             firsts[k] += 1;

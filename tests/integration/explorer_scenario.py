@@ -58,7 +58,7 @@ def cheat_caught(driver: MarketDriver, job_id: int) -> tuple[int, int, str, str]
     drawn auditor reveals the honest root. Returns (task, game, worker, auditor) once the
     game is opened (the task is then Disputed)."""
     market, game = driver.market, driver.contracts.game
-    drawn = driver.events(driver.send(market.functions.drawTask(job_id), driver.keeper), "TaskDrawn")[0]
+    drawn = driver.draw(job_id)
     task_id, worker = drawn["taskId"], driver.keys[drawn["worker"]]
     driver.send(market.functions.acceptTask(task_id), worker)
     honest = compute_task(driver.reader, task_id)

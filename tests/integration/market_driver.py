@@ -19,10 +19,11 @@ from truetrain.chain.handles import connect_deployment
 from truetrain.hardware import detect
 from truetrain.market import (JobStatus, MarketReader, TaskStatus, TaskView, audit_commitment, compute_task, new_salt,
                               pending_audit_draw, publish_result, result_commitment)
+from truetrain.market.randomness import draw_offers
 from truetrain.storage import StorageClient, StorageSettings
 
 E = 10**18
-#: Draws and commits read prevrandao, so the mined path can differ from the estimate: pad gas.
+#: Draws settle against pool state that may move between the estimate and the block: pad gas.
 GAS = 3_000_000
 ROLE_WORKER, ROLE_VERIFIER = 1, 2
 
@@ -50,6 +51,17 @@ class MarketDriver:
 
     def mine(self, blocks: int) -> None:
         self.client.w3.provider.make_request("anvil_mine", [hex(blocks)])
+
+    def mine_past(self, block: int) -> None:
+        if self.client.w3.eth.block_number <= block:
+            self.mine(block + 1 - self.client.w3.eth.block_number)
+
+    def draw(self, job_id: int) -> dict:
+        """Offer the job's next task (its offer ticket asked for and mined past first, as
+        offers are drawn from the future); the TaskDrawn event's arguments."""
+        receipt = draw_offers(self.market, job_id, lambda call: self.send(call, self.keeper), self.mine_past,
+                              lambda: self.client.w3.eth.block_number)
+        return self.events(receipt, "TaskDrawn")[0]
 
     # ------------------------------------------------------------------ participants
     def enlist(self, index: int, roles: int, stake: int = 100 * E) -> str:
@@ -80,7 +92,7 @@ class MarketDriver:
 
     def run_next(self, job_id: int) -> int:
         """Draw the job's next task and play it to finalization; return its id."""
-        drawn = self.events(self.send(self.market.functions.drawTask(job_id), self.keeper), "TaskDrawn")[0]
+        drawn = self.draw(job_id)
         task_id, worker = drawn["taskId"], self.keys[drawn["worker"]]
         self.send(self.market.functions.acceptTask(task_id), worker)
         computed = compute_task(self.reader, task_id)

@@ -37,7 +37,7 @@ from truetrain.errors import ContractRevert, TruetrainError
 from truetrain.hardware import detect
 from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
-from truetrain.market import ROLE_VERIFIER, MarketReader, ResultBundle, TaskStatus
+from truetrain.market import MarketReader, ResultBundle, TaskStatus
 from truetrain.market.stages import StageBundle
 from truetrain.network import FetchMeter
 from truetrain.storage import StorageSettings, connect_store
@@ -55,7 +55,7 @@ MARKET_EVENTS = (
 GAME_EVENTS = ("DisputeOpened", "RefereesDrawn")
 #: Every WorkerPool event a daemon reacts to: its verifier weight was left as it was while
 #: the verifier tree was held for a pending draw.
-POOL_EVENTS = ("VerifierWeightDeferred",)
+POOL_EVENTS = ("VerifierWeightDeferred", "WorkerWeightDeferred")
 #: A task whose step failed this many times with a non-retryable error is given up on.
 MAX_ATTEMPTS = 5
 GAS_CEILING = 5_000_000
@@ -100,8 +100,8 @@ class Daemon:
         self._last_seen = -(2**63)  # the registry's lastSeenBlock for us, as last read or sent
         self.block = 0
         self.declarer: NetworkDeclarer | None = None
-        #: Our verifier weight may lag our stake (a change made while draws were held, or one
-        #: from before this start): refresh it once the hold is over.
+        #: Our pool weights may lag our stake (a change made while draws or offers were held,
+        #: or one from before this start): refresh them once the holds are over.
         self.weight_deferred = True
 
     def lane_threads(self) -> int:
@@ -126,9 +126,10 @@ class Daemon:
     def send(self, name: str, call, *, random_path: bool = False):
         """Send one transaction (after a SIGTERM: none, :class:`Stopping` instead).
 
-        ``random_path``: the call reads ``block.prevrandao`` (a draw of a worker or an
-        auditor), so the mined block may take a costlier path than the estimate did; it
-        gets twice the estimate, at least ``RANDOM_PATH_GAS``.
+        ``random_path``: the call draws a worker or an auditor from the pool, whose state may
+        move between the estimate and the block it is mined in, so the mined block may take
+        a costlier path than the estimate did; it gets twice the estimate, at least
+        ``RANDOM_PATH_GAS``.
         """
         if self.stop_event.is_set():
             raise Stopping(name)
@@ -214,16 +215,18 @@ class Daemon:
             self._last_seen = self.block
 
     def refresh_weight_if_deferred(self) -> None:
-        """Once verifier draws are no longer held, set our verifier weight that a hold deferred
-        (WorkerPool.holdDraws): until then the pool draws us by the weight it had."""
+        """Once neither tree is held, set our pool weights that a hold deferred
+        (WorkerPool.holdDraws, holdOffers): until then the pool draws us by the weights it had
+        (a worker that reached its concurrency limit during a hold stays in the tree, and one
+        released during a hold comes back only by this refresh). The first blocks of every
+        epoch hold no ticket (FutureRandomness.OPEN), so the chance comes every epoch."""
         if not self.weight_deferred:
             return
         pool = self.contracts.pool.functions
-        if pool.verifiersHeld().call():
+        if pool.verifiersHeld().call() or pool.workersHeld().call():
             return
         self.weight_deferred = False
-        if self.role_bits & ROLE_VERIFIER or pool.weightOf(self.address, True).call() != 0:
-            self.send("refresh", pool.refresh(self.address))
+        self.send("refresh", pool.refresh(self.address))
 
     def start_declaring_network(self) -> None:
         """Measure and declare the network figures now, then every ``network_check_blocks``."""
@@ -277,7 +280,7 @@ class Daemon:
         raise NotImplementedError
 
     def _dispatch(self, event) -> None:
-        if event.event == "VerifierWeightDeferred":
+        if event.event in POOL_EVENTS:
             if event.args["account"].lower() == self.address.lower():
                 self.weight_deferred = True
             return

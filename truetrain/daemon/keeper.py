@@ -27,7 +27,7 @@ DEADLINE_ARGS = {
 ENDED = {"TaskFinalized", "TaskClosed", "TaskRequeued"}
 JOB_ENDED = {"JobCompleted", "JobCancelled", "JobExpired"}
 #: Refusals of drawTasks that mean "nothing to do for this job now".
-NOTHING_TO_DRAW = {"JobNothingToDraw", "JobNoEligibleWorker"}
+NOTHING_TO_DRAW = {"JobNothingToDraw", "JobNoEligibleWorker", "JobOffersNotReady"}
 TIMEOUTABLE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED}
 DRAWS_PER_TICK = 8
 MAX_BATCH = 32
@@ -91,10 +91,18 @@ class Keeper:
             self.book.set_due(task_id, KIND, self.daemon.block + 1)
 
     def draw(self, job_id: int) -> None:
-        """Offer up to ``DRAWS_PER_TICK`` of the job's next tasks in one transaction:
-        ``drawTasks`` stops at the first task it cannot draw and keeps what it drew, and
-        reverts (nothing to do for this job now) only when it drew none."""
+        """Offer up to ``DRAWS_PER_TICK`` of the job's next tasks in one transaction.
+
+        Offers are drawn from the future: a ``drawTasks`` when the job has no live offer
+        ticket asks for one and draws nothing; one after the ticket's block draws from its
+        hash (and asks for the next ticket when tasks are left). So the keeper waits while
+        the ticket's block is not yet mined. ``drawTasks`` stops at the first task it cannot
+        draw and keeps what it drew, and reverts (nothing to do for this job now) only when
+        it drew none."""
         market = self.daemon.market
+        ticket = market.functions.offerTicketOf(job_id).call()
+        if ticket != 0 and self.daemon.block <= ticket:
+            return
         call = market.functions.drawTasks(job_id, DRAWS_PER_TICK)
         try:
             self.daemon.send("drawTasks", call, random_path=True)

@@ -192,10 +192,11 @@ contract MarketHandler is GameActions {
     function _refreshed(address who, string memory action) internal {
         _scanLogs();
         vm.recordLogs();
+        // Weights are held while a draw is pending (WorkerPool.holdDraws, holdOffers): a change
+        // then waits for a refresh after the hold (VerifierWeightDeferred and
+        // WorkerWeightDeferred mark it lagging).
+        if (pool.workersHeld() || pool.verifiersHeld()) return;
         _check(pool.weightOf(who, false) == modelWeight(who, false), string.concat(action, ": worker weight != model"));
-        // Verifier weights are held while a draw is pending (WorkerPool.holdDraws): a change
-        // then waits for a refresh after the hold (VerifierWeightDeferred marks it lagging).
-        if (pool.verifiersHeld()) return;
         _check(pool.weightOf(who, true) == modelWeight(who, true), string.concat(action, ": verifier weight != model"));
         mayLag[who] = false;
     }

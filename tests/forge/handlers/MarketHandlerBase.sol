@@ -387,7 +387,8 @@ abstract contract MarketHandlerBase is TestBase {
                             || t0 == IStakeManager.StakeDeducted.selector))
                     || (l.emitter == address(registry) && t0 == IIdentityRegistry.ReputationChanged.selector)
                     || (l.emitter == address(pool)
-                        && (t0 == IWorkerPool.MemberAssigned.selector || t0 == IWorkerPool.VerifierWeightDeferred.selector))
+                        && (t0 == IWorkerPool.MemberAssigned.selector || t0 == IWorkerPool.VerifierWeightDeferred.selector
+                            || t0 == IWorkerPool.WorkerWeightDeferred.selector))
             ) {
                 mayLag[address(uint160(uint256(l.topics[1])))] = true;
             }

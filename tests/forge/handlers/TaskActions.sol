@@ -51,34 +51,73 @@ abstract contract TaskActions is MarketHandlerBase {
         market.expireJob(jobId);
     }
 
-    /// A keeper draws the next task of a job some worker could take. The draw samples at most
-    /// MAX_DRAW_ATTEMPTS members and rejects stale ones (WorkerPool._candidate), so it may
-    /// still find nobody: that JobNoEligibleWorker is the protocol's answer, not a failed
+    /// A keeper draws the next task of a job some worker could take. Offers are drawn from the
+    /// future: with no live offer ticket the call asks for one and draws nothing; before the
+    /// ticket's next block the keeper waits (the handler rolls past it). The draw samples at
+    /// most MAX_DRAW_ATTEMPTS members and rejects stale ones (WorkerPool._candidate), so it
+    /// may still find nobody: that JobNoEligibleWorker is the protocol's answer, not a failed
     /// call, and is discarded (and counted for the coverage log); any other revert fails.
     function drawTask(uint256 seed) external step {
         (uint256 jobId,) = _pickJob(seed, _drawable);
+        if (!_offersReady(jobId)) return;
+        _draw(jobId, 1);
+    }
+
+    /// A keeper draws up to 1-4 tasks of a job in one call (the daemons' keeper path): what
+    /// it drew stays drawn when it stops early; a call that draws nothing has asked for a
+    /// ticket; nobody eligible for the first is discarded as for drawTask.
+    function drawTasks(uint256 seed) external step {
+        (uint256 jobId,) = _pickJob(seed, _drawable);
+        if (!_offersReady(jobId)) return;
+        _draw(jobId, 1 + (seed >> 128) % 4);
+    }
+
+    /// A staker tops up or cuts its stake once an offer ticket's hash is public, to steer the
+    /// job's next offer: the worker the draw offers the task to stays the same unless the
+    /// mover itself was reached by the draw (issue 27, finding 7a). Then the keeper draws.
+    function grindOffer(uint256 seed, uint256 moverSeed, uint256 amount) external step {
+        (uint256 jobId, IJobMarket.Job memory j) = _pickJob(seed, _drawable);
+        if (!_offersReady(jobId)) return;
+        uint64 ticket = market.offerTicketOf(jobId);
+        j = market.jobOf(jobId);
+        // A split job's stage draw tries several seeds; a task sent back since the ticket waits.
+        if (ticket == 0 || FutureRandomness.lapsed(ticket) || j.stages > 1 || j.pendingCount != 0) return;
+        uint256 id = (jobId << 64) | (uint256(j.currentRound) << 32) | j.nextIndex;
+        bytes32 draw = keccak256(abi.encode(keccak256(abi.encode(blockhash(ticket), bytes32(jobId))), id));
+        IWorkerPool.Requirements memory req = IWorkerPool.Requirements(
+            j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0), j.minFetchKiBps, j.maxRpcRttMs
+        );
+        address before = pool.sample(draw, req, false);
+        address mover = _moveStake(moverSeed, amount);
+        address afterMove = pool.sample(draw, req, false);
+        _check(afterMove == before || afterMove == mover || before == mover, "M21: a stake move steered an offer");
+        _draw(jobId, 1);
+        if (before != mover && afterMove != mover && market.offerTicketOf(jobId) != ticket) {
+            _check(before == address(0) || market.taskOf(id).worker == before, "M21: the offer went elsewhere than drawn");
+        }
+    }
+
+    function _draw(uint256 jobId, uint256 count) internal {
+        uint64 ticket = market.offerTicketOf(jobId);
         vm.prank(KEEPER);
-        try market.drawTask(jobId) {}
-        catch (bytes memory reason) {
+        try market.drawTasks(jobId, count) returns (uint256 drawn) {
+            _check(drawn >= 1 || market.offerTicketOf(jobId) != ticket, "drawTasks: returned without drawing or asking");
+        } catch (bytes memory reason) {
             if (bytes4(reason) != IJobMarket.JobNoEligibleWorker.selector) _bubble(reason);
             _countEnv("drawTask found no eligible worker (discarded)");
             _skip();
         }
     }
 
-    /// A keeper draws up to 1-4 tasks of a job in one call (the daemons' keeper path): what
-    /// it drew stays drawn when it stops early; nobody eligible for the first is discarded as
-    /// for drawTask.
-    function drawTasks(uint256 seed) external step {
-        (uint256 jobId,) = _pickJob(seed, _drawable);
-        vm.prank(KEEPER);
-        try market.drawTasks(jobId, 1 + (seed >> 128) % 4) returns (uint256 drawn) {
-            _check(drawn >= 1, "drawTasks: returned without drawing or reverting");
-        } catch (bytes memory reason) {
-            if (bytes4(reason) != IJobMarket.JobNoEligibleWorker.selector) _bubble(reason);
-            _countEnv("drawTasks found no eligible worker (discarded)");
-            _skip();
+    /// Roll past the job's live offer ticket when its block is not mined yet (a keeper waits
+    /// for it); false when that passes the job's expiry.
+    function _offersReady(uint256 jobId) internal returns (bool) {
+        uint64 ticket = market.offerTicketOf(jobId);
+        if (ticket != 0 && block.number <= ticket) {
+            currentBlock = ticket + 1;
+            vm.roll(currentBlock);
         }
+        return block.number <= market.jobOf(jobId).expiryBlock;
     }
 
     function refundSurplus(uint256 seed) external step {

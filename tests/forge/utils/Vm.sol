@@ -26,6 +26,9 @@ interface Vm {
     function warp(uint256 newTimestamp) external;
     /// Sets block.prevrandao (post-merge blocks; evm_version cancun).
     function prevrandao(bytes32 newPrevrandao) external;
+
+    /// Sets the hash `blockhash(blockNumber)` returns (one of the last 256 blocks).
+    function setBlockhash(uint256 blockNumber, bytes32 blockHash) external;
     function getBlockNumber() external view returns (uint256 height);
     function getBlockTimestamp() external view returns (uint256 timestamp);
 

@@ -26,6 +26,7 @@ from truetrain.errors import ContractRevert
 from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, TaskStatus, TaskView, new_salt, result_commitment
 from truetrain.market.jobs import JobTerms
+from truetrain.market.randomness import draw_offers
 from truetrain.market.views import JobView
 from truetrain.training import aggregate, run_task
 from truetrain.training.merkle import merkle_root
@@ -81,6 +82,13 @@ def test_false_challenger_loses_its_bond_and_the_honest_result_is_paid(false_cha
     assert JobView.read(net.contracts.market, job_id).checkpoint_hash == keccak256(final)
 
 
+def _mine_past(w3):
+    def mine_past(block: int) -> None:
+        if w3.eth.block_number <= block:
+            w3.provider.make_request("anvil_mine", [hex(block + 1 - w3.eth.block_number)])
+    return mine_past
+
+
 def _cli(net, *args):
     return CliRunner().invoke(main, [*args, "--rpc", net.rpc, "--ipfs", net.nodes[0].api_addr,
                                      "--deployments", str(net.deployments)])
@@ -105,7 +113,8 @@ def test_challenge_command_refuses_then_opens_a_game_and_the_game_guards_hold(fa
     # a worker reveals a made-up result (no checkpoint of it replays)
     job_id, manifest, _ = net.submit(shards=1, rounds=1, steps=STEPS, interval=INTERVAL, terms=TERMS)
     keeper, worker = dev_account(KEEPER), dev_account(WORKER)
-    receipt = client.transact(market.functions.drawTask(job_id), keeper, gas=3_000_000)
+    receipt = draw_offers(market, job_id, lambda call: client.transact(call, keeper, gas=3_000_000), _mine_past(w3),
+                          lambda: w3.eth.block_number)
     task = market.events.TaskDrawn().process_receipt(receipt.raw, errors=DISCARD)[0]["args"]["taskId"]
     fake = [keccak256(f"made-up:{i}".encode()) for i in range(manifest.checkpoint_leaves)]
     root, salt = merkle_root(fake), new_salt()
