@@ -54,7 +54,8 @@ def _revert_from(exc: Exception) -> ContractRevert:
     return ContractRevert("Reverted", (), message=str(exc))
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """True when ``url`` names this machine (localhost or a loopback address)."""
     host = urlparse(url).hostname or ""
     if host == "localhost":
         return True
@@ -88,7 +89,7 @@ class RetryingHTTPProvider(Web3.HTTPProvider):
         # does not change, so it is asked once), and requests reads the proxy settings from
         # the whole environment (no proxy applies to a node on this machine).
         session = None
-        if _is_loopback(url):
+        if is_loopback(url):
             session = requests.Session()
             session.trust_env = False
         super().__init__(url, request_kwargs={"timeout": settings.timeout_s}, session=session,
