@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from tests.integration.market_net import TOKEN, MarketNet
+from truetrain.chain.devnet import free_port
 from truetrain.market.jobs import JobTerms
 
 WORKER = 2
@@ -34,6 +35,12 @@ def genesis(url: str) -> str:
     reply = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber",
                                      "params": ["0x0", False]}, timeout=5)
     return reply.json()["result"]["hash"]
+
+
+def gauge(port: int) -> float:
+    """The daemon's truetrain_chain_changed gauge, read from its Prometheus endpoint."""
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return float(next(line.split()[1] for line in text.splitlines() if line.startswith("truetrain_chain_changed ")))
 
 
 def logged_after(daemon, start: int, text: str, timeout: float) -> bool:
@@ -70,7 +77,8 @@ def changes(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled b
     home = tmp_path_factory.mktemp("chain-change")
     with MarketNet(home, anvil_state=home / "chain.json", genesis_timestamp=int(time.time())) as net:
         original = genesis(net.rpc)
-        worker = net.start("worker", WORKER, extra=["--keeper"])
+        metrics = free_port()
+        worker = net.start("worker", WORKER, extra=["--keeper", "--metrics-port", str(metrics)])
         time.sleep(2)  # a few blocks: the follower's cursor stands on a block of this chain
         seen = {"original": original, "url": net.rpc}
 
@@ -78,11 +86,13 @@ def changes(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled b
         net.restart_anvil(fresh=True, chain_id=31338)
         seen["other"] = genesis(net.rpc)
         seen["other_id"] = Phase(worker, start, CHANGED)
+        seen["gauge_waiting"] = gauge(metrics)
 
         start = len(worker.log_text())
         net.restart_anvil()  # the original chain again, from its file
         seen["restored"] = genesis(net.rpc)
         assert logged_after(worker, start, BACK, timeout=30), worker.log_text()[start:]
+        seen["gauge_back"] = gauge(metrics)
         job_id, _, _ = net.submit(shards=1, rounds=1, steps=4, terms=TERMS)
         # Its task accepted, trained, committed and revealed: only its challenge window is left,
         # so nothing runs in the worker's lane when the chain changes again.
@@ -108,13 +118,14 @@ def test_daemon_nodeTurnedIntoAnotherChainId_saysSoInOneLineAndWaitsQuietly(chan
                           f"{changes['url']} now reports chain 31338 genesis {changes['other']}{WAITING}"]
     assert phase.level == "error"
     assert phase.then == [], phase.then  # nothing more in QUIET_S seconds: no flood
-    assert phase.alive
+    assert phase.alive and changes["gauge_waiting"] == 1
     # Until the new node answered, the old one was only unreachable: a few warnings, no traceback.
     assert len(phase.before) <= 6 and all("exc" not in e and e["level"] == "warning" for e in phase.before), phase.before
 
 
 def test_daemon_originalChainRestored_resumesFromItsCursorAndWorks(changes):
     assert changes["restored"] == changes["original"]
+    assert changes["gauge_back"] == 0
     resumed = changes["resumed"]
     back = [e["msg"] for e in resumed if e["msg"].startswith(BACK)]
     assert back == [f"{BACK}the node is chain 31337 genesis {changes['original']} again with the deployment's code; "

@@ -70,9 +70,13 @@ class ChainWatch:
 
     def mark(self) -> ChainMark:
         """The node's chain id and genesis hash now."""
-        chain_id = int(self._ask("eth_chainId", []), 16)
+        chain_id = self._ask("eth_chainId", [])
         block = self._ask("eth_getBlockByNumber", ["0x0", False])
-        return ChainMark(chain_id, block["hash"].lower() if block else None)
+        try:
+            return ChainMark(int(chain_id, 16), block["hash"].lower() if block else None)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise RpcUnavailable(f"JSON-RPC node at {self.rpc_url} gave an unreadable chain id or genesis block: "
+                                 f"{chain_id!r}, {block!r}") from None
 
     def pin(self) -> ChainMark:
         """Take the node's chain as the one to stay on; it must be the deployment's chain."""
@@ -95,6 +99,9 @@ class ChainWatch:
             return f"expected {self.expected}, but the node at {self.rpc_url} now reports {mark}"
         for key, recorded in sorted(self.deployment.contracts.items()):
             code = self._ask("eth_getCode", [recorded.address, "latest"])
+            if not isinstance(code, str) or not code.startswith("0x"):
+                raise RpcUnavailable(f"JSON-RPC node at {self.rpc_url} gave unreadable code for "
+                                     f"{recorded.address}: {code!r}")
             if Web3.keccak(hexstr=code).hex().removeprefix("0x") == recorded.codehash.removeprefix("0x"):
                 continue
             found = "no code" if code in ("0x", "") else "other code"
