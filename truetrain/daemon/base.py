@@ -121,6 +121,7 @@ class Daemon(Membership):
         watch = ChainWatch(self.settings.rpc_url, self.contracts.deployment)
         watch.pin()  # the chain this daemon stays on: the deployment's, as the node is now
         self.chain = ChainGuard(watch, self.metrics.chain_changed, self.stop_event)
+        client.while_waiting = self.chain.check  # a receipt wait on another chain ends at the next look
         self.market = self.contracts.market
         # Fails now, in one line, if no IPFS node answers.
         self.store = connect_store(StorageSettings(api_addr=self.settings.ipfs_api))
@@ -306,7 +307,7 @@ class Daemon(Membership):
                           Subscription("pool", self.contracts.pool, POOL_EVENTS)], self._dispatch,
             self.state_dir / "cursor.sqlite",
             FollowerSettings(poll_interval_s=self.settings.poll_interval_s, confirmations=self.settings.confirmations),
-            check_chain=self.chain.check,
+            check_chain=self.chain.confirm,
         )
         self.metrics.serve(self.settings.metrics_port)
         log.info("%s running", self.role, extra={"address": self.address, "device": self.device,
@@ -333,6 +334,8 @@ class Daemon(Membership):
                 except ChainChanged as changed:
                     if self.chain.wait_until_back(changed):
                         self.tick_block = None  # a full pass at once, from the persisted cursor
+                        # A transaction sent as the chain changed moved a cached nonce ahead.
+                        self.client.nonces.resync_all()
                     continue
                 self.stop_event.wait(max(0.0, self.settings.poll_interval_s - (time.monotonic() - started)))
         finally:

@@ -45,9 +45,15 @@ class ChainGuard:
         """Raise :class:`ChainChanged` when the node answers as another chain (a node that
         does not answer tells nothing: no error)."""
         try:
-            difference = self.watch.difference()
+            self.confirm()
         except RpcUnavailable:
             return
+
+    def confirm(self) -> None:
+        """As :meth:`check`, but a node that cannot be looked at raises
+        :class:`RpcUnavailable`: for a caller about to act as if the node were its chain
+        (the event follower rewinding its cursor)."""
+        difference = self.watch.difference()
         if difference is not None:
             raise ChainChanged(difference)
 
