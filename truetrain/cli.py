@@ -107,19 +107,21 @@ def _emit(payload: dict, as_json: bool, human: str) -> None:
 
 
 @devnet.command("up")
-@click.option("--port", type=click.IntRange(1, 65535), default=8545, show_default=True, help="Anvil RPC port on 127.0.0.1.")
-@click.option("--ipfs-port", type=click.IntRange(1, 65535), default=5001, show_default=True,
-              help="IPFS dev node API port on 127.0.0.1.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8545, show_default=True,
+              help="Anvil RPC port on 127.0.0.1 (0: a free one).")
+@click.option("--ipfs-port", type=click.IntRange(0, 65535), default=5001, show_default=True,
+              help="IPFS dev node API port on 127.0.0.1 (0: a free one).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def devnet_up(port: int, ipfs_port: int, as_json: bool) -> None:
-    """Start Anvil and an IPFS dev node, deploy the contracts, fund the dev accounts (idempotent)."""
-    from truetrain.devnet import devnet_up as up
+    """Start Anvil and an IPFS dev node, deploy the contracts, fund the dev accounts once (idempotent)."""
+    from truetrain.devnet import FUND_WEI, devnet_up as up
 
     state = up(port, ipfs_port)
     anvil, ipfs = state["anvil"], state["ipfs"]
     human = (f"devnet up: chain {anvil['url']} (pid {anvil['pid']}, chain id {anvil['chain_id']}), "
              f"IPFS {ipfs['url']} (pid {ipfs['pid']}); JobMarket at {state['contracts']['market']}; "
-             f"{len(state['funded'])} accounts funded")
+             + (f"{len(state['funded'])} accounts funded with {FUND_WEI // 10**18:,} TRAIN each" if state["funded"]
+                else "dev accounts funded before (not again)"))
     _emit(state, as_json, human)
 
 

@@ -11,13 +11,15 @@ from truetrain.errors import TruetrainError
 
 
 @click.command("demo")
-@click.option("--port", type=click.IntRange(1, 65535), default=8545, show_default=True, help="Anvil RPC port.")
-@click.option("--ipfs-port", type=click.IntRange(1, 65535), default=5001, show_default=True, help="IPFS API port.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8545, show_default=True,
+              help="Anvil RPC port (0: a free one).")
+@click.option("--ipfs-port", type=click.IntRange(0, 65535), default=5001, show_default=True,
+              help="IPFS API port (0: a free one).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the model and plot go [default: demo-out/].")
 @click.option("--down", is_flag=True, help="Stop the devnet (and the explorer) at the end.")
-@click.option("--explorer-port", type=click.IntRange(1, 65535), default=8600, show_default=True,
-              help="Port of the web explorer on 127.0.0.1 (it stays up with the devnet).")
+@click.option("--explorer-port", type=click.IntRange(0, 65535), default=8600, show_default=True,
+              help="Port of the web explorer on 127.0.0.1 (it stays up with the devnet; 0: a free one).")
 @click.option("--model", type=click.Choice(["mlp", "lm"]), default="mlp", show_default=True,
               help="mlp: the digits classifier; lm: a byte-level language model on the standard library's source.")
 @click.option("--stages", type=click.IntRange(1, 3), default=1, show_default=True,

@@ -112,6 +112,14 @@ class DeploymentError(ChainError):
     """A deployment file is missing or does not match the chain."""
 
 
+class ChainChanged(ChainError):
+    """The node behind the RPC URL is no longer the chain this process started on (another
+    chain id, another genesis block, or the deployment's code gone); the message says how.
+    Retryable: the original chain may come back (a node restored from its saved state)."""
+
+    retryable = True
+
+
 class DevnetError(ChainError):
     """A local devnet could not be started (port taken, binary missing, no answer)."""
 

@@ -71,8 +71,8 @@ def own_devnet() -> Iterator[Callable[..., Devnet]]:
     """Start (or restart, on the same port) a devnet private to one test."""
     started: list[int] = []
 
-    def start(port: int | None = None) -> Devnet:
-        node = start_anvil(port or free_port())
+    def start(port: int | None = None, **options) -> Devnet:
+        node = start_anvil(port or free_port(), **options)
         started.append(node.pid)
         return node
 

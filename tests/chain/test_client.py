@@ -10,9 +10,10 @@ import pytest
 
 from tests.chain.conftest import mine, rpc
 from truetrain.chain.flaky_rpc import Drop, FlakyRpcProxy
+from truetrain.chain import client as client_module
 from truetrain.chain.client import ChainClient
 from truetrain.chain.devnet import free_port
-from truetrain.errors import ConfigError, ContractRevert, RpcUnavailable, TransactionRejected
+from truetrain.errors import ChainChanged, ConfigError, ContractRevert, RpcUnavailable, TransactionRejected
 
 
 def tx_nonces(client: ChainClient, receipts) -> list[int]:
@@ -104,6 +105,27 @@ def test_transact_minedRevert_isDecodedByName(client, token, accounts):
         client.transact(token.functions.transfer(accounts[1].address, 10**30), accounts[4], gas=100_000)
     assert caught.value.error == "ERC20InsufficientBalance"
     assert "reverted" in str(caught.value)
+
+
+def test_transact_whileWaitingRaises_endsTheReceiptWaitAndResyncsTheNonce(own_devnet, accounts, monkeypatch):
+    monkeypatch.setattr(client_module, "WAITING_CHECK_S", 0.3)
+    node = own_devnet()
+    chain = ChainClient(node.url, receipt_timeout_s=60)
+    token, _ = chain.deploy("TrainToken", True, [], [], sender=accounts[0])
+    rpc(node.url, "evm_setAutomine", False)  # nothing is mined: the receipt never comes
+    looks = []
+
+    def look():
+        looks.append(time.monotonic())
+        if len(looks) == 2:
+            raise ChainChanged("the node is another chain")
+
+    chain.while_waiting = look
+    started = time.monotonic()
+    with pytest.raises(ChainChanged, match="^the node is another chain$"):
+        chain.transact(token.functions.mint(accounts[1].address, 1), accounts[0])
+    assert len(looks) == 2 and time.monotonic() - started < 5
+    assert chain.nonce_manager(accounts[0].address).peek() is None  # asks the node next time
 
 
 def test_gasBuffer_scalesTheEstimate(client, token, accounts, devnet):

@@ -12,7 +12,7 @@ from truetrain.chain.client import ChainClient
 from truetrain.chain.cursor import WHOLE_BLOCK
 from truetrain.chain.events import EventFollower, Subscription
 from truetrain.chain.settings import FollowerSettings
-from truetrain.errors import ConfigError, HandlerFailed
+from truetrain.errors import ChainChanged, ConfigError, HandlerFailed
 
 FAST = FollowerSettings(poll_interval_s=0.05, backoff_s=0.01, backoff_max_s=0.05)
 
@@ -136,6 +136,33 @@ def test_follower_anvilRestartOnSamePort_rewindsAndReadsTheNewChain(own_devnet, 
     assert follower.rewinds == 1
     assert delivered == second_chain_mints
     assert amounts(got) == list(range(1, 6)) + [100 + i for i in range(second_chain_mints)]
+
+
+def test_follower_cursorBlockGone_checkChainRaising_keepsTheCursorForTheChainsReturn(own_devnet, accounts, tmp_path):
+    node = own_devnet(state_path=tmp_path / "chain.json")
+    chain = ChainClient(node.url, receipt_timeout_s=20)
+    token, _ = chain.deploy("TrainToken", True, [], [], sender=accounts[0])
+    mint_all(chain, token, accounts[0], accounts[1].address, [1, 2, 3])
+    asked = []
+
+    def check_chain():
+        asked.append(ChainClient(node.url).w3.eth.get_block(0)["hash"])
+        if len(asked) == 1:
+            raise ChainChanged("another chain")
+
+    follower, got = follower_for(chain, token, tmp_path / "c.db", check_chain=check_chain)
+    assert follower.poll() == 3
+    kept = follower.position()
+    node.stop()
+    node = own_devnet(node.port, chain_id=31338)
+    with pytest.raises(ChainChanged, match="^another chain$"):
+        follower.poll()
+    assert follower.position() == kept and follower.rewinds == 0
+    node.stop()
+    node = own_devnet(node.port, state_path=tmp_path / "chain.json")  # the same chain again, from its file
+    mint_all(chain, token, accounts[0], accounts[1].address, [4])
+    assert follower.poll() == 1
+    assert amounts(got) == [1, 2, 3, 4] and follower.rewinds == 0 and len(asked) == 1
 
 
 def test_follower_throughProxyDroppingEveryFourthRequest_skipsNothing(client, token, accounts, devnet, tmp_path):

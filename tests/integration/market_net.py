@@ -9,7 +9,7 @@ from pathlib import Path
 
 from truetrain.chain.client import ChainClient, dev_account
 from truetrain.chain.deploy import StackParams, deploy_stack
-from truetrain.chain.devnet import free_port, start_anvil
+from truetrain.chain.devnet import DEV_CHAIN_ID, Devnet, free_port, start_anvil
 from truetrain.chain.handles import connect_deployment
 from truetrain.demo.processes import DaemonProcess, start_daemon, wait_for_log
 from truetrain.devnet import fund_dev_accounts
@@ -31,9 +31,15 @@ PARAMS = StackParams(unbonding_delay_blocks=5, dispute_clock_blocks=60, commit_w
 
 
 class MarketNet:
-    def __init__(self, home: Path, ipfs_nodes: int = 1, params: StackParams = PARAMS):
+    """``anvil_state``: Anvil keeps its chain in this file across :meth:`restart_anvil`;
+    ``genesis_timestamp`` fixes its genesis block (a fresh chain with the same one has the
+    same genesis hash)."""
+
+    def __init__(self, home: Path, ipfs_nodes: int = 1, params: StackParams = PARAMS, *,
+                 anvil_state: Path | None = None, genesis_timestamp: int | None = None):
         self.home = home
-        self.anvil = start_anvil(free_port(), block_time=0.5, mixed_mining=True, log_path=home / "anvil.log")
+        self.anvil_state, self.genesis_timestamp = anvil_state, genesis_timestamp
+        self.anvil = self._start_anvil(free_port(), state_path=anvil_state)
         self.nodes = []
         self.daemons: list[DaemonProcess] = []
         try:
@@ -55,6 +61,19 @@ class MarketNet:
     @property
     def rpc(self) -> str:
         return self.anvil.url
+
+    def _start_anvil(self, port: int, **options) -> Devnet:
+        return start_anvil(port, block_time=0.5, mixed_mining=True, log_path=self.home / "anvil.log",
+                           genesis_timestamp=self.genesis_timestamp, **options)
+
+    def restart_anvil(self, *, fresh: bool = False, chain_id: int = DEV_CHAIN_ID) -> None:
+        """Stop Anvil (it writes its chain to ``anvil_state``) and start another on the same
+        port: the same chain again from that file, or with ``fresh`` a new chain of
+        ``chain_id`` without the deployment (same genesis hash for the same chain id when
+        ``genesis_timestamp`` is set)."""
+        port = self.anvil.port
+        self.anvil.stop()
+        self.anvil = self._start_anvil(port, chain_id=chain_id, state_path=None if fresh else self.anvil_state)
 
     def store(self, node: int = 0) -> StorageClient:
         return StorageClient(StorageSettings(api_addr=self.nodes[node].api_addr, timeout_s=20.0))

@@ -1,8 +1,8 @@
 """Daemons under faults, all in one job: a worker killed with ``kill -9`` mid-task (it
-never comes back), a worker and the verifier killed right after a commitment and
-restarted, and the IPFS node restarted under them. The job must still complete, the
-killed worker be penalised as the contract says, and no restarted daemon send a
-transaction twice.
+never comes back), a worker killed right after it accepted a task and restarted, a worker
+and the verifier killed right after a commitment and restarted, and the IPFS node
+restarted under them. The job must still complete, the killed worker be penalised as the
+contract says, and no restarted daemon send a transaction twice.
 
 The faulty daemons are named as such: ``TRUETRAIN_FAULT=hang-after:<function>`` makes a
 daemon hang right after that transaction, so the test knows where it kills it.
@@ -29,7 +29,7 @@ from truetrain.market.jobs import JobTerms
 # on two cores in CI) overran it.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
                  accept_window=6, compute_window=60, reveal_window=120, challenge_window=60, audit_rate_bps=10_000)
-KILLED, RESTARTED, HONEST, VERIFIER = 2, 3, 4, 5
+KILLED, RESTARTED, HONEST, VERIFIER, REACCEPTED = 2, 3, 4, 5, 6
 HANG = "fault: hanging after"
 OWN_MOVES = {"acceptTask", "commitResult", "revealResult", "commitAudit", "revealAudit"}
 
@@ -44,9 +44,14 @@ def faulty_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compile
         verifier = net.start("verifier", VERIFIER, extra=["--keeper"], env=hang("commitAudit"))
         killed = net.start("worker", KILLED, env=hang("acceptTask"))
         restarted = net.start("worker", RESTARTED, env=hang("commitResult"))
-        # Two workers with one task each at a time: both get a shard of round 0.
+        reaccepted = net.start("worker", REACCEPTED, env=hang("acceptTask"))
+        # Three workers with one task each at a time: each gets a shard of round 0.
         job_id, manifest, escrow = net.submit(shards=3, rounds=2, steps=20, terms=TERMS)
 
+        # First: its compute window runs from its acceptance, and a restart takes seconds.
+        assert wait_for_log(reaccepted, HANG, timeout=60), reaccepted.log_text()[-2000:]
+        reaccepted.kill()  # accepted, nothing trained or committed: the task is only in its book
+        net.start("worker", REACCEPTED)
         assert wait_for_log(killed, HANG, timeout=60), killed.log_text()[-2000:]
         killed.kill()  # kill -9 mid-task: accepted, training, never committed
         net.start("worker", HONEST)
@@ -105,6 +110,24 @@ def test_daemon_restarted_after_commit_reveals_without_duplicate_transaction(fau
                            + net.diagnosis(job_id))
     reveal = "revealResult" if account == RESTARTED else "revealAudit"
     assert any(name == reveal for name, *_ in sent)
+
+
+def test_worker_restarted_after_accept_trains_commits_once_and_is_paid(faulty_job):
+    net, job_id, *_ = faulty_job
+    address = dev_account(REACCEPTED).address
+    first = net.events("TaskAccepted", worker=address)[0]["args"]["taskId"]  # accepted, then killed
+    sent = net.transactions_from(address)
+    assert all(status == 1 for *_, status in sent), sent
+    per_task = Counter((name, arg) for name, arg, _ in sent if name in OWN_MOVES)
+    assert max(per_task.values()) == 1, per_task
+    assert [per_task[(move, first)] for move in ("acceptTask", "commitResult", "revealResult")] == [1, 1, 1]
+    assert not net.events("TaskTimedOut", account=address), net.diagnosis(job_id)
+    finalized = [e["args"] for e in net.events("TaskFinalized", taskId=first)]
+    assert [(f["worker"], f["reward"]) for f in finalized] == [(address, TERMS.reward_per_task)]
+    # Paid: every reward it earned is in its wallet (withdrawn) or still credited to it.
+    earned = sum(e["args"]["reward"] for e in net.events("TaskFinalized", worker=address))
+    withdrawn = sum(e["args"]["amount"] for e in net.events("Withdrawn", account=address))
+    assert withdrawn + net.contracts.market.functions.credits(address).call() == earned
 
 
 def test_faulty_job_conserves_tokens(faulty_job):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from urllib.parse import urlparse
 
@@ -33,6 +34,8 @@ from truetrain.retry import RetriesExhausted, RetryPolicy, call_with_retries
 _RETRYABLE_STATUS = {429, 502, 503, 504}
 #: Substrings of node messages that mean "the nonce we used is behind the chain's".
 _STALE_NONCE = ("nonce too low", "nonce has already been used", "already known", "already imported")
+#: Seconds between calls of ``ChainClient.while_waiting`` during a receipt wait.
+WAITING_CHECK_S = 5.0
 
 
 def dev_account(index: int) -> LocalAccount:
@@ -54,7 +57,8 @@ def _revert_from(exc: Exception) -> ContractRevert:
     return ContractRevert("Reverted", (), message=str(exc))
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """True when ``url`` names this machine (localhost or a loopback address)."""
     host = urlparse(url).hostname or ""
     if host == "localhost":
         return True
@@ -88,7 +92,7 @@ class RetryingHTTPProvider(Web3.HTTPProvider):
         # does not change, so it is asked once), and requests reads the proxy settings from
         # the whole environment (no proxy applies to a node on this machine).
         session = None
-        if _is_loopback(url):
+        if is_loopback(url):
             session = requests.Session()
             session.trust_env = False
         super().__init__(url, request_kwargs={"timeout": settings.timeout_s}, session=session,
@@ -147,6 +151,10 @@ class ChainClient:
         self.provider = RetryingHTTPProvider(rpc_url, self.settings)
         self.w3 = Web3(self.provider)
         self.nonces = NonceRegistry(lambda address: self.w3.eth.get_transaction_count(address, "pending"))
+        #: Called every WAITING_CHECK_S while a sent transaction is not yet mined; it may raise
+        #: to stop the wait (a daemon's look at whether the node is still its chain: a node that
+        #: became another chain never mines it, and the wait would last receipt_timeout_s).
+        self.while_waiting: Callable[[], None] | None = None
         try:
             self.w3.eth.chain_id
         except RpcUnavailable as exc:
@@ -257,6 +265,7 @@ class ChainClient:
         confirmations count from its new block.
         """
         deadline = time.monotonic() + self.settings.receipt_timeout_s
+        look_at = time.monotonic() + WAITING_CHECK_S
         while True:
             try:
                 raw = dict(self.w3.eth.get_transaction_receipt(tx_hash))
@@ -273,6 +282,13 @@ class ChainClient:
                     f"transaction 0x{tx_hash.hex()} not mined with {confirmations} confirmation(s) "
                     f"within {self.settings.receipt_timeout_s:g} s"
                 )
+            if self.while_waiting is not None and time.monotonic() >= look_at:
+                look_at = time.monotonic() + WAITING_CHECK_S
+                try:
+                    self.while_waiting()
+                except BaseException:
+                    manager.resync()  # the transaction may never be mined: ask the node next time
+                    raise
             time.sleep(self.settings.poll_s)
 
     def _mined_revert(self, tx: dict, raw: dict) -> ContractRevert:

@@ -20,13 +20,6 @@ DEV_MNEMONIC = "test test test test test test test test test test test junk"
 DEV_CHAIN_ID = 31337
 
 
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``host:port``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex((host, port)) != 0
-
-
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -83,11 +76,18 @@ def start_anvil(
     mixed_mining: bool = False,
     log_path: Path | None = None,
     ready_timeout: float = 20.0,
+    chain_id: int = DEV_CHAIN_ID,
+    state_path: Path | None = None,
+    genesis_timestamp: int | None = None,
 ) -> Devnet:
     """Start Anvil on ``127.0.0.1:port`` and return once it answers JSON-RPC.
 
     ``block_time`` mines a block every so many seconds (deadlines in blocks then pass on
     their own); with ``mixed_mining`` transactions are still mined at once as well.
+    ``state_path``: load the chain from that file when it exists and write it there when
+    Anvil is stopped (SIGTERM), so a restart continues the same chain (same genesis, blocks
+    and code). ``genesis_timestamp`` fixes the genesis block's time, so two fresh chains with
+    the same settings have the same genesis hash.
     Raises :class:`DevnetError` when the port is taken or Anvil exits or stays silent.
     """
     if not port_is_free(port):
@@ -95,12 +95,16 @@ def start_anvil(
     args = [
         project_binary("anvil"), "--host", "127.0.0.1", "--port", str(port),
         "--accounts", str(accounts), "--balance", str(balance_eth),
-        "--mnemonic", DEV_MNEMONIC, "--chain-id", str(DEV_CHAIN_ID),
+        "--mnemonic", DEV_MNEMONIC, "--chain-id", str(chain_id),
         # The last 256 states in memory and none on disk: Anvil otherwise writes every older
         # state to ~/.foundry/anvil/tmp (gigabytes over a long devnet) and leaves them there
         # when it is killed. Clients read state at most a block back (a reverted call's replay).
         "--prune-history", "256",
     ]
+    if state_path is not None:
+        args += ["--state", str(state_path)]
+    if genesis_timestamp is not None:
+        args += ["--timestamp", str(genesis_timestamp)]
     if block_time:
         args += ["--block-time", str(block_time)]
         if mixed_mining:  # transactions still mine at once; empty blocks keep time moving
@@ -117,7 +121,7 @@ def start_anvil(
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise DevnetError(f"anvil exited with code {proc.returncode} before it was ready")
-        if rpc_chain_id(url, timeout=0.5) == DEV_CHAIN_ID:
+        if rpc_chain_id(url, timeout=0.5) == chain_id:
             return devnet
         time.sleep(0.1)
     stop_pid(proc.pid)

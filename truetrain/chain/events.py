@@ -75,18 +75,23 @@ class EventFollower:
     ``name`` lets several followers share one SQLite file. ``on_rewind(old, new)`` is called
     with the two :class:`Position` s when a reorg or restart moved the cursor back, so a
     daemon can undo what it did for events that are no longer on the chain.
+    ``check_chain()`` is called when the cursor's block is gone, before anything moves: it
+    may raise (a daemon's :class:`~truetrain.errors.ChainChanged` when the node is another
+    chain now), and the cursor then stays where it was, for when the chain comes back.
     """
 
     def __init__(self, chain: ChainClient | Web3, subscriptions: Sequence[Subscription],
                  handler: Callable[[ChainEvent], None], db_path: Path | str,
                  settings: FollowerSettings | None = None, *, name: str = "default",
-                 on_rewind: Callable[[Position, Position], None] | None = None):
+                 on_rewind: Callable[[Position, Position], None] | None = None,
+                 check_chain: Callable[[], None] | None = None):
         self.w3: Web3 = chain.w3 if isinstance(chain, ChainClient) else chain
         self.settings = settings or FollowerSettings()
         if not subscriptions:
             raise ConfigError("event follower needs at least one subscription")
         self.handler = handler
         self.on_rewind = on_rewind
+        self.check_chain = check_chain
         self.store = CursorStore(db_path, name)
         self._decoders: dict[tuple[str, bytes], tuple[str, object]] = {}
         for sub in subscriptions:
@@ -178,6 +183,8 @@ class EventFollower:
         """Return ``position`` if the chain still has its block, else where to resume."""
         if position.block_hash is None or (position.block <= head and self._hash(position.block) == position.block_hash):
             return position
+        if self.check_chain is not None:
+            self.check_chain()
         fresh = Position(self.settings.start_block - 1)
         genesis_now = self._hash(0)
         target, fresh_chain = fresh, genesis_now != genesis

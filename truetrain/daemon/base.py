@@ -6,13 +6,13 @@ entries for the tasks that concern it; (2) steps every open entry once: the role
 reads the task's state *from the chain* and sends at most the one transaction that moves
 it on, so a re-delivered event or a restart never sends a transaction twice; (3) does the
 keeper's upkeep when enabled, a heartbeat when due, and withdraws earnings. Failures are
-logged and counted and the loop goes on; SIGTERM lets the current transaction finish and
-then stops the loop before the next one.
+logged and counted and the loop goes on, unless the node is no longer the daemon's chain:
+then it says so in one line and waits for that chain (truetrain.daemon.chain_guard).
+SIGTERM lets the current transaction finish and then stops the loop before the next one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -23,17 +23,20 @@ from truetrain.chain.client import ChainClient
 from truetrain.chain.events import EventFollower, Subscription
 from truetrain.chain.handles import connect_deployment
 from truetrain.chain.settings import FollowerSettings
+from truetrain.chain.watch import ChainWatch
 from truetrain.cli_options import load_account
 from truetrain.daemon.book import Book, Entry
+from truetrain.daemon.chain_guard import ChainGuard
 from truetrain.daemon.faults import Faults
 from truetrain.daemon.keeper import Keeper
 from truetrain.daemon.lane import Lane, Pending
+from truetrain.daemon.membership import Membership
 from truetrain.daemon.metrics import Metrics
 from truetrain.daemon.network import NetworkDeclarer
 from truetrain.daemon.schedule import work_book
 from truetrain.daemon.settings import DaemonSettings
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
-from truetrain.errors import ContractRevert, TruetrainError
+from truetrain.errors import ChainChanged, ContractRevert, TruetrainError
 from truetrain.hardware import detect
 from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
@@ -66,9 +69,10 @@ class Stopping(Exception):
     """Raised inside a step when SIGTERM arrived before the next transaction."""
 
 
-class Daemon:
+class Daemon(Membership):
     """Base of the worker and verifier daemons; subclasses set ``role``, ``role_bits`` and
-    ``kinds`` and implement ``on_event`` and ``step``."""
+    ``kinds`` and implement ``on_event`` and ``step``. Its standing in the market (identity,
+    stake, heartbeat, earnings) is kept by :class:`Membership`."""
 
     role = "daemon"
     role_bits = 0
@@ -114,6 +118,10 @@ class Daemon:
         client = ChainClient(self.settings.rpc_url, confirmations=self.settings.confirmations, gas_buffer=1.5)
         self.contracts = connect_deployment(client, self.settings.deployments)
         self.client = client
+        watch = ChainWatch(self.settings.rpc_url, self.contracts.deployment)
+        watch.pin()  # the chain this daemon stays on: the deployment's, as the node is now
+        self.chain = ChainGuard(watch, self.metrics.chain_changed, self.stop_event)
+        client.while_waiting = self.chain.check  # a receipt wait on another chain ends at the next look
         self.market = self.contracts.market
         # Fails now, in one line, if no IPFS node answers.
         self.store = connect_store(StorageSettings(api_addr=self.settings.ipfs_api))
@@ -145,103 +153,6 @@ class Daemon:
         log.info("sent %s", name, extra={"tx": receipt.tx_hash, "gas": receipt.gas_used, "block": receipt.block_number})
         self.faults.after_send(name)
         return receipt
-
-    def capability(self, profile) -> tuple:
-        return (profile.device_class, profile.memory_mib, max(1, profile.throughput_gflops), self.settings.region,
-                self.settings.max_concurrent)
-
-    def ensure_identity(self) -> None:
-        """Register (or add this role to) the CHAIN identity, with a hardware profile on IPFS."""
-        registry = self.contracts.registry
-        identity = registry.functions.identityOf(self.address).call()
-        registered, roles = identity[0], identity[1]
-        profile = self.profile
-        if registered and roles & self.role_bits == self.role_bits:
-            if profile.mailbox and self.published_mailbox(identity[6], bytes(identity[5])) != profile.mailbox:
-                # its stages' records are served somewhere else now: publish the new profile
-                stored = self.store.add_bytes(profile.canonical_json())
-                self.send("updateProfile", registry.functions.updateProfile(stored.cid, stored.hash,
-                                                                            self.capability(profile)))
-                log.info("updated profile", extra={"profile": stored.cid, "mailbox": profile.mailbox})
-            return
-        if not registered:
-            stored = self.store.add_bytes(profile.canonical_json())
-            self.send("register", registry.functions.register(self.role_bits, stored.cid, stored.hash,
-                                                              self.capability(profile)))
-            log.info("registered identity", extra={"profile": stored.cid, "device": profile.device_name,
-                                                   "memory_mib": profile.memory_mib, "gemm_route": profile.gemm_route})
-        else:
-            self.send("setRoles", registry.functions.setRoles(roles | self.role_bits))
-
-    def complete_profile(self, profile):
-        """The profile this daemon declares (a worker adds its mailbox)."""
-        return profile
-
-    def published_mailbox(self, cid: str, digest: bytes) -> str | None:
-        """The mailbox in a profile an identity published (None: none, or unreadable); a
-        profile read once is kept (its CID names its bytes)."""
-        cache = self.__dict__.setdefault("_profile_mailboxes", {})
-        if cid not in cache:
-            try:
-                cache[cid] = json.loads(self.store.fetch(cid, digest, max_size=1 << 20)).get("mailbox")
-            except (TruetrainError, ValueError, AttributeError):
-                return None
-        return cache[cid]
-
-    def ensure_stake(self) -> None:
-        """Top the active stake up to ``stake_wei`` and join the pool."""
-        stake, token = self.contracts.stake, self.contracts.token
-        active = stake.functions.stakeOf(self.address).call()[0]
-        missing = self.settings.stake_wei - active
-        if missing > 0:
-            if token.functions.allowance(self.address, stake.address).call() < missing:
-                self.send("approve", token.functions.approve(stake.address, missing))
-            self.send("stake", stake.functions.stake(missing))
-        pool = self.contracts.pool
-        if not pool.functions.memberOf(self.address).call()[0]:
-            self.send("joinPool", pool.functions.joinPool())
-
-    def heartbeat_if_due(self) -> None:
-        """A heartbeat when the registry's last sight of us is ``heartbeat_blocks`` old. The
-        registry is read only when the last value read says one may be due (other calls
-        refresh it too), or when the chain is below it (a restarted devnet): an idle daemon
-        read it on every block, a third of its pass."""
-        if 0 <= self.block - self._last_seen < self.settings.heartbeat_blocks:
-            return
-        last = self.contracts.registry.functions.lastSeenBlock(self.address).call()
-        self._last_seen = last
-        if self.block - last >= self.settings.heartbeat_blocks:
-            self.send("heartbeat", self.contracts.registry.functions.heartbeat())
-            self._last_seen = self.block
-
-    def refresh_weight_if_deferred(self) -> None:
-        """Once neither tree is held, set our pool weights that a hold deferred
-        (WorkerPool.holdDraws, holdOffers): until then the pool draws us by the weights it had
-        (a worker that reached its concurrency limit during a hold stays in the tree, and one
-        released during a hold comes back only by this refresh). The first blocks of every
-        epoch hold no ticket (FutureRandomness.OPEN), so the chance comes every epoch."""
-        if not self.weight_deferred:
-            return
-        pool = self.contracts.pool.functions
-        if pool.verifiersHeld().call() or pool.workersHeld().call():
-            return
-        self.weight_deferred = False
-        self.send("refresh", pool.refresh(self.address))
-
-    def start_declaring_network(self) -> None:
-        """Measure and declare the network figures now, then every ``network_check_blocks``."""
-        window = self.contracts.pool.functions.livenessWindow().call()
-        self.declarer = NetworkDeclarer(self.contracts.registry, self.client.w3, self.store, self.address, self.send,
-                                        window_blocks=max(2, window), check_blocks=self.settings.network_check_blocks,
-                                        meter=self.meter)
-        self.guarded("network figures", self.declarer.tick, self.client.w3.eth.block_number)
-
-    def withdraw_if_credited(self) -> None:
-        credits = self.market.functions.credits(self.address).call()
-        if credits > 0:
-            self.send("withdraw", self.market.functions.withdraw())
-            self.metrics.withdrawn.inc(credits)
-            log.info("withdrew earnings", extra={"wei": credits})
 
     # --- disputes both roles take part in ------------------------------------------------
 
@@ -291,21 +202,33 @@ class Daemon:
     # --- the loop -----------------------------------------------------------------------
 
     def guarded(self, what: str, action, *args) -> bool:
-        """Run ``action``; log and count a failure instead of dying. False when it failed."""
+        """Run ``action``; log and count a failure instead of dying. False when it failed.
+
+        Before a failure is logged, the node is compared with the daemon's chain: when it is
+        another chain now, :class:`ChainChanged` goes up to the loop instead (the failure is
+        only a consequence, and the loop would log one a call)."""
         try:
             action(*args)
             return True
         except Stopping:
             return False
-        except ContractRevert as exc:
-            log.warning("%s refused: %s", what, exc)
-        except TruetrainError as exc:
-            self.metrics.errors.labels(type(exc).__name__).inc()
-            log.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
+        except ChainChanged:
+            raise
         except Exception as exc:  # noqa: BLE001 - a daemon logs a bug and keeps its state
-            self.metrics.errors.labels(type(exc).__name__).inc()
-            log.exception("%s failed unexpectedly", what)
+            self.chain.check()
+            self.log_failure(what, exc)
         return False
+
+    def log_failure(self, what: str, exc: Exception) -> None:
+        """One warning for a refusal or a known error; a traceback for anything else (a bug)."""
+        if isinstance(exc, ContractRevert):
+            log.warning("%s refused: %s", what, exc)
+            return
+        self.metrics.errors.labels(type(exc).__name__).inc()
+        if isinstance(exc, TruetrainError):
+            log.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
+        else:
+            log.error("%s failed unexpectedly", what, exc_info=exc)
 
     def step_entry(self, entry: Entry) -> None:
         try:
@@ -385,6 +308,7 @@ class Daemon:
                           Subscription("pool", self.contracts.pool, POOL_EVENTS)], self._dispatch,
             self.state_dir / "cursor.sqlite",
             FollowerSettings(poll_interval_s=self.settings.poll_interval_s, confirmations=self.settings.confirmations),
+            check_chain=self.chain.confirm,
         )
         self.metrics.serve(self.settings.metrics_port)
         log.info("%s running", self.role, extra={"address": self.address, "device": self.device,
@@ -406,7 +330,14 @@ class Daemon:
             while not self.stop_event.is_set() and (max_ticks is None or ticks < max_ticks):
                 ticks += 1
                 started = time.monotonic()
-                self.guarded("tick", self.tick)
+                try:
+                    self.guarded("tick", self.tick)
+                except ChainChanged as changed:
+                    if self.chain.wait_until_back(changed):
+                        self.tick_block = None  # a full pass at once, from the persisted cursor
+                        # A transaction sent as the chain changed moved a cached nonce ahead.
+                        self.client.nonces.resync_all()
+                    continue
                 self.stop_event.wait(max(0.0, self.settings.poll_interval_s - (time.monotonic() - started)))
         finally:
             self.close()
@@ -418,4 +349,6 @@ class Daemon:
             self.follower.close()
         if hasattr(self, "store"):
             self.store.close()
+        if hasattr(self, "chain"):
+            self.chain.watch.close()
         self.book.close()

@@ -35,6 +35,8 @@ class Metrics:
         self.gemm_route = Gauge("truetrain_gemm_route", "Repro GEMM route in use on the training device "
                                 "(1 on the route the self-test chose)", ["device", "route"], registry=r)
         self.block = Gauge("truetrain_chain_block", "Latest block this daemon saw", registry=r)
+        self.chain_changed = Gauge("truetrain_chain_changed", "1 while the node at the RPC URL is not the chain "
+                                   "this daemon started on (it waits for that chain)", registry=r)
         self.errors = Counter("truetrain_errors_total", "Failures logged and survived, by type", ["type"], registry=r)
         self.role = role
 

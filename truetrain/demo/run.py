@@ -62,6 +62,10 @@ def demo_manifest(store, model: str = "mlp", stages: int = 1):
                           batch_size=32, steps_per_task=60, checkpoint_interval=20, rounds=ROUNDS, **data)
 
 
+def _where(port: int) -> str:
+    return f"127.0.0.1:{port}" if port else "a free port of 127.0.0.1"
+
+
 def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, down: bool = False,
              model: str = "mlp", explorer_port: int = EXPLORER_PORT, stages: int = 1) -> int:
     started = time.monotonic()
@@ -74,11 +78,13 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
     worker_flags = [] if stages == 1 else ["--max-concurrent", str(SHARDS)]
     verifier_flags = [] if stages == 1 else ["--sample-rate", "1"]
     out = Path(out or HOME / "demo-out")
-    print(f"[1/6] devnet: Anvil on 127.0.0.1:{port}, IPFS dev node on 127.0.0.1:{ipfs_port}")
+    print(f"[1/6] devnet: Anvil on {_where(port)}, IPFS dev node on {_where(ipfs_port)}")
     state = devnet_up(port, ipfs_port)
     rpc, ipfs = state["anvil"]["url"], state["ipfs"]["api_addr"]
     print(f"      chain {rpc} (chain id {state['anvil']['chain_id']}), JobMarket {state['contracts']['market']}; "
           f"{'deployed now' if state['deployed'] else 'reused the live deployment'}")
+    if ipfs_port == 0:
+        print(f"      IPFS dev node API {state['ipfs']['url']}")
     try:
         explorer = devnet_explorer(explorer_port)
     except BaseException:
