@@ -70,9 +70,11 @@ def export_model(manifest, checkpoint: Checkpoint, out_dir, provenance: dict) ->
     if out.exists() and not out.is_dir():
         raise ModelFormatError(f"--out {out}: not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
-    save_file(tensors, str(out / WEIGHTS), metadata={"format": "pt", "truetrain.checkpoint": provenance["checkpoint"]["hash"]})
+    # save() and write_bytes, not save_file: that one creates the file readable by its owner only.
+    (out / WEIGHTS).write_bytes(save(tensors, metadata={"format": "pt",
+                                                        "truetrain.checkpoint": provenance["checkpoint"]["hash"]}))
     files = [out / WEIGHTS, out / CONFIG]
     files[1].write_text(json.dumps(config, indent=2) + "\n")
     if lm:
