@@ -168,6 +168,7 @@ def _gpt2_folder(tmp_path, out, config_change=None, tensors_change=None):
     folder.mkdir()
     config = json.loads((out / "config.json").read_text())
     config.update(config_change or {})
+    config = {k: v for k, v in config.items() if v is not None or k not in (config_change or {})}  # None: absent
     (folder / "config.json").write_text(json.dumps(config))
     tensors = load_file(str(out / "model.safetensors"))
     if tensors_change:
@@ -186,6 +187,10 @@ def _gpt2_folder(tmp_path, out, config_change=None, tensors_change=None):
      "config.json tie_word_embeddings False: truetrain's LM has the output layer tied to the byte embedding"),
     ({"n_head": 2}, "config.json n_head 2: the job's model has 4 (--heads)"),
     ({"model_type": "llama"}, "config.json model_type 'llama': not a GPT-2 model (truetrain's LM is GPT-2's shape)"),
+    ({"n_head": None}, "config.json n_head absent (GPT-2's default 12): the job's model has 4 (--heads)"),
+    ({"activation_function": None},
+     "config.json activation_function absent (GPT-2's default 'gelu_new'): truetrain's LM uses the exact erf GELU "
+     "('gelu'), which this is not"),
 ])
 def test_a_gpt2_option_the_lm_lacks_is_refused_by_name(lm_export, tmp_path, change, message):
     manifest, _, out, _ = lm_export

@@ -84,6 +84,9 @@ _REQUIRED = {"scale_attn_weights": (True, "attention scaled by 1/sqrt(head_dim)"
              "scale_attn_by_inverse_layer_idx": (False, "no per-layer attention scaling"),
              "add_cross_attention": (False, "no cross-attention"),
              "tie_word_embeddings": (True, "the output layer tied to the byte embedding")}
+#: GPT2Config's defaults that differ from the LM's (what a config.json without them means).
+GPT2_DEFAULTS = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
+                 "activation_function": "gelu_new"}
 #: Activations that are the exact erf GELU (``gelu_python`` is the same function in Python).
 EXACT_GELU = ("gelu", "gelu_python")
 
@@ -91,13 +94,16 @@ EXACT_GELU = ("gelu", "gelu_python")
 def check_gpt2_config(config: dict, spec: LMSpec, label: str) -> None:
     """Refuse, naming the field, a GPT-2 config.json that is not the job's LM exactly."""
     def refuse(key, why):
-        raise ModelFormatError(f"{label}: config.json {key} {config.get(key)!r}: {why}")
+        shown = repr(config[key]) if key in config else (
+            f"absent (GPT-2's default {GPT2_DEFAULTS[key]!r})" if key in GPT2_DEFAULTS else "absent")
+        raise ModelFormatError(f"{label}: config.json {key} {shown}: {why}")
 
     if config.get("model_type") != "gpt2":
         refuse("model_type", "not a GPT-2 model (truetrain's LM is GPT-2's shape)")
-    if config.get("activation_function", "gelu_new") not in EXACT_GELU:
+    if config.get("activation_function", GPT2_DEFAULTS["activation_function"]) not in EXACT_GELU:
         refuse("activation_function", "truetrain's LM uses the exact erf GELU ('gelu'), which this is not")
-    if float(config.get("layer_norm_epsilon", 1e-5)) != LN_EPS:
+    eps = config.get("layer_norm_epsilon", 1e-5)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps != LN_EPS:
         refuse("layer_norm_epsilon", f"truetrain's LM normalises with eps {LN_EPS:g}")
     for key, (value, what) in _REQUIRED.items():
         if config.get(key, value) != value:
@@ -106,19 +112,17 @@ def check_gpt2_config(config: dict, spec: LMSpec, label: str) -> None:
               "n_layer": (spec.n_layers, "--layers"), "n_head": (spec.n_heads, "--heads"),
               "n_positions": (spec.seq_len, "--seq-len")}
     for key, (value, what) in wanted.items():
-        if key in config and config[key] != value:
+        if config.get(key, GPT2_DEFAULTS[key]) != value:
             refuse(key, f"the job's model has {value} ({what})")
-    inner = config.get("n_inner") or 4 * int(config.get("n_embd", spec.d_model))
-    if inner != spec.d_ff:
-        raise ModelFormatError(f"{label}: config.json n_inner {inner}: the job's model has an MLP of width {spec.d_ff} "
-                               f"(4 x d_model)")
+    inner = config.get("n_inner")
+    if (4 * spec.d_model if inner is None else inner) != spec.d_ff:  # None: GPT-2's 4 x n_embd
+        refuse("n_inner", f"the job's model has an MLP of width {spec.d_ff} (4 x d_model)")
 
 
 def config_shape(config: dict) -> dict:
     """The LM shape flags a GPT-2 config.json implies: d_model, n_layers, n_heads, seq_len."""
     keys = {"d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head", "seq_len": "n_positions"}
-    defaults = {"n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024}
-    return {ours: config.get(theirs, defaults[theirs]) for ours, theirs in keys.items()}
+    return {ours: config.get(theirs, GPT2_DEFAULTS[theirs]) for ours, theirs in keys.items()}
 
 
 def is_gpt2_naming(names) -> bool:
