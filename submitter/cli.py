@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from submitter.accounts import identity, token
+from submitter.models import init_defaults, job_export
 from truetrain.cli_options import (ADDRESS, JOB_ID, JobIdCommand, Refused, TokenAmountType, emit, format_tokens,
                                    json_option, session_options)
 from truetrain.market.jobs import DEFAULT_TERMS
@@ -130,13 +131,18 @@ def job() -> None:
               help="Draw only workers whose declared RPC round-trip is at most this many ms, measured within "
                    "the pool's liveness window (0: no requirement).")
 @click.option("--no-approve", is_flag=True, help="Use the existing allowance instead of approving the escrow.")
+@click.option("--init", type=click.Path(exists=True), metavar="PATH",
+              help="Start from these weights instead of the seed's: a safetensors file (truetrain's or GPT-2's "
+                   "names) or a folder with model.safetensors (`job export`'s, or a transformers GPT-2 folder, "
+                   "whose config.json also sets --model lm and the LM shape flags not given). Names and shapes must "
+                   "be the job's model; the checkpoint is published and its hash bound in the manifest.")
 @json_option
 @session_options(signing=True)
 def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, layers, heads, seq_len, dropout, outer_lr,
                outer_momentum, warmup, stages, micro_batches, shards, rounds, steps, batch_size, checkpoint_interval,
                optimizer, lr, momentum, seed, numeric_mode, limbs, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
                accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
-               expiry_blocks, min_fetch_kibps, max_rtt_ms, no_approve):
+               expiry_blocks, min_fetch_kibps, max_rtt_ms, no_approve, init):
     """Publish a dataset and manifest to IPFS and create a job that escrows its whole cost.
 
     The escrow is (shards + 1) × rounds × (reward + audit fee): every round has one
@@ -145,6 +151,10 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
     from submitter.jobs import TrainingSpec, plan_job, submit_job
     from truetrain.market.jobs import JobTerms
 
+    if init is not None:
+        flags = init_defaults(init, {"model": model, "d_model": d_model, "layers": layers, "heads": heads,
+                                     "seq_len": seq_len})
+        model, d_model, layers, heads, seq_len = (flags[k] for k in ("model", "d_model", "layers", "heads", "seq_len"))
     lm = model == "lm"
     batch_size = batch_size or (8 if lm else 32)
     if micro_batches > 1 and stages == 1:
@@ -169,7 +179,7 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
                         checkpoint_interval, optimizer or ("adamw" if lm else "sgd"), lr or (0.003 if lm else 0.1),
                         momentum, seed, numeric_mode, limbs, model,
                         shape if lm else None,
-                        outer, warmup, pipeline)
+                        outer, warmup, pipeline, init)
     terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
                      challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks,
                      min_fetch_kibps, max_rtt_ms)
@@ -181,6 +191,9 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
              f"escrow {created['escrow']} TRAIN; manifest {created['manifest_cid']}"]
     if created["identity"]:
         lines.insert(0, created["identity"])
+    if created["initial_checkpoint"]:
+        lines.append(f"starts from {init} (initial checkpoint {created['initial_checkpoint']['cid']}, "
+                     f"hash {created['initial_checkpoint']['hash']})")
     emit(created, as_json, "\n".join(lines))
 
 
@@ -346,5 +359,7 @@ def job_sample(session, as_json, job_id, prompt, length, temperature, seed):
     out = text.decode("utf-8", errors="replace")
     emit({"job_id": job_id, "checkpoint_cid": cid, "prompt": prompt, "text": out}, as_json, prompt + out)
 
+
+job.add_command(job_export)
 
 __all__ = ["identity", "job", "token"]

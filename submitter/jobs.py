@@ -53,6 +53,8 @@ class TrainingSpec:
     warmup: int = 0
     #: the model split by layers: {"stages", "split", "micro_batches"} (None: not split)
     pipeline: dict | None = None
+    #: weights the job starts from: a safetensors file or a folder (None: the seed's initial model)
+    init: str | None = None
 
     @property
     def stages(self) -> int:
@@ -71,12 +73,14 @@ class TrainingSpec:
 
 @dataclass(frozen=True)
 class JobPlan:
-    """A checked submission: the data, the model's widths and the market terms."""
+    """A checked submission: the data, the model's widths, the market terms and the initial
+    parameters read from ``spec.init`` (None: the seed's)."""
 
     spec: TrainingSpec
     data: Dataset
     widths: list[int]
     terms: JobTerms
+    init: dict | None = None
 
     @property
     def escrow(self) -> int:
@@ -133,7 +137,7 @@ def plan_job(spec: TrainingSpec, terms: JobTerms, *, fit_memory: bool = False) -
                           f"checkpoints a task, more than the {MAX_CHECKPOINT_LEAVES:,} the market records: raise "
                           f"--checkpoint-interval")
     if spec.model == "lm":
-        return plan_text_job(spec, terms, fit_memory)
+        return with_init(plan_text_job(spec, terms, fit_memory))
     data = load_dataset(spec.dataset)
     x_train, y_train, _, _ = split_test(data, spec.seed)
     if spec.shards > len(y_train):
@@ -146,7 +150,25 @@ def plan_job(spec: TrainingSpec, terms: JobTerms, *, fit_memory: bool = False) -
         build_job_manifest(spec, plan)  # the split is checked against the model
     if plan.escrow > MAX_ESCROW_WEI:
         raise ConfigError(f"escrow {format_tokens(plan.escrow)} TRAIN is more than the market can hold")
-    return plan
+    return with_init(plan)
+
+
+def with_init(plan: JobPlan) -> JobPlan:
+    """``plan`` holding the parameters ``--init`` names, fitted to the job's model (the first
+    name, shape or option that does not fit is refused before anything is sent)."""
+    if plan.spec.init is None:
+        return plan
+    from truetrain.export import read_init
+
+    model = build_job_manifest(plan.spec, plan).model
+    return replace(plan, init=read_init(plan.spec.init, model, f"--init {plan.spec.init}"))
+
+
+def initial_checkpoint_bytes(manifest, params: dict) -> bytes:
+    """Global checkpoint 0 of a job that starts from ``params`` (what its manifest binds)."""
+    from truetrain.training.aggregate import global_checkpoint
+
+    return global_checkpoint(manifest, 0, params).to_bytes()
 
 
 def build_job_manifest(spec: TrainingSpec, plan: JobPlan, refs: dict | None = None):
@@ -155,6 +177,8 @@ def build_job_manifest(spec: TrainingSpec, plan: JobPlan, refs: dict | None = No
     if refs is None:
         stand_in = {"cid": "unpublished", "hash": "0x" + "00" * 32, "samples": 1}
         refs = {"shards": [stand_in] * spec.shards, "test_set": stand_in}
+        if spec.init is not None:
+            refs["initial_checkpoint"] = {"cid": "unpublished", "hash": stand_in["hash"]}
     return build_manifest(
         name=spec.name, seed=spec.seed, numeric_mode=spec.numeric_mode, limbs=spec.limbs or DEFAULT_LIMBS,
         model=spec.model_spec(plan.widths), optimizer=spec.optimizer_spec(),
@@ -202,6 +226,10 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
         refs = publish_text(store, *plan.data)
     else:
         refs = publish_dataset(store, plan.data, num_shards=spec.shards, seed=spec.seed)
+    if plan.init is not None:
+        initial = store.add_bytes(initial_checkpoint_bytes(manifest, plan.init))
+        check_cid(initial.cid, "initial checkpoint")
+        refs["initial_checkpoint"] = {"cid": initial.cid, "hash": "0x" + initial.hash.hex()}
     manifest = build_job_manifest(spec, plan, refs)
     stored = store.add_bytes(manifest.to_bytes())
     check_cid(stored.cid, "manifest")
@@ -216,7 +244,8 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
     return {"job_id": created[0]["args"]["jobId"], "escrow_wei": plan.escrow, "escrow": format_tokens(plan.escrow),
             "manifest_cid": stored.cid, "manifest_hash": "0x" + manifest.hash().hex(),
             "shards": spec.shards, "rounds": spec.rounds, "widths": plan.widths, "model": _describe(manifest),
-            "stages": spec.stages, "tasks": (spec.shards * spec.stages + 1) * spec.rounds, "identity": registered, "tx": receipt.tx_hash}
+            "stages": spec.stages, "tasks": (spec.shards * spec.stages + 1) * spec.rounds, "identity": registered,
+            "initial_checkpoint": manifest.raw.get("initial_checkpoint"), "tx": receipt.tx_hash}
 
 
 def refuse_unless_submitter(job, address: str, action: str) -> None:

@@ -11,6 +11,10 @@ from tests.ipfs_nodes import start_node  # noqa: F401  (fixture)
 #: module's fixtures are torn down in its last test, so that test carries their daemons.
 CPU_LOG = os.environ.get("TT_CPU_LOG")
 
+# transformers (the export tests load GPT-2 folders with it) never asks the Hub: what a test
+# loads is a folder it wrote.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 
 def _cpu_seconds() -> float:
     t = os.times()

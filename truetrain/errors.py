@@ -96,6 +96,15 @@ class DatasetError(TrainingError, ValueError):
     """A dataset, shard or test set cannot be read or does not fit the job."""
 
 
+class ModelFormatError(TrainingError, ValueError):
+    """A model does not move exactly between a truetrain checkpoint and another format
+    (transformers' GPT-2, safetensors): an option the other side lacks, or weights whose
+    names, shapes, dtypes or values do not fit the job's model. Nothing approximate is
+    written or sent instead."""
+
+    exit_code = 2
+
+
 class PipelineError(TrainingError, ValueError):
     """A pipelined job's split or schedule cannot run as asked (layer boundaries, a model
     kind that does not split, a stage message that does not match its hash)."""

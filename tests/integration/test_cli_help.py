@@ -14,7 +14,7 @@ from truetrain.cli import main
 
 GROUPS = ["challenge", "demo", "devnet", "explorer", "identity", "job", "token", "verifier", "worker"]
 COMMANDS = {
-    "job": {"submit", "status", "list", "cancel", "results"},
+    "job": {"submit", "status", "list", "cancel", "results", "sample", "export"},
     "identity": {"register", "show"},
     "token": {"balance", "faucet", "withdraw"},
     "worker": {"stake", "unstake", "status"},

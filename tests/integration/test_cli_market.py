@@ -159,6 +159,37 @@ def test_job_results_of_active_job_is_refused(net, open_job, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_job_export_of_a_round_not_finished_is_refused_before_writing(net, open_job, tmp_path):
+    out = tmp_path / "r"
+    refused(net.cli("job", "export", open_job, "--out", out),
+            f"error: job {open_job} is active (0 of 1 rounds done), not completed: it has no final model yet "
+            f"(--round N exports the model after a finished round)")
+    refused(net.cli("job", "export", open_job, "--out", out, "--round", 1),
+            f"error: job {open_job} has finished 0 of its 1 rounds: no model after round 1 yet")
+    refused(net.cli("job", "export", open_job, "--out", out, "--round", 2),
+            f"error: job {open_job} has 1 round(s): there is no round 2")
+    assert not out.exists()
+
+
+def test_job_export_round_0_is_the_seeds_initial_model(net, completed_job, tmp_path):
+    from safetensors.torch import load_file
+
+    from truetrain.training import init_params, load_manifest
+
+    report = net.json("job", "export", completed_job["job_id"], "--out", tmp_path, "--round", 0)
+    assert report["round"] == 0 and report["checkpoint"]["cid"] is None and report["format"] == "truetrain-classifier"
+    manifest = load_manifest(net.ipfs_cat(report["manifest"]["cid"]))
+    exported = load_file(str(tmp_path / "model.safetensors"))
+    assert exported.keys() == {"fc.0.weight", "fc.0.bias", "fc.1.weight", "fc.1.bias"}
+    assert all(torch_equal(v, exported[k]) for k, v in init_params(manifest.model, manifest.seed).items())
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b)
+
+
 def test_job_status_of_active_job_lists_its_tasks(net, open_job):
     lines = net.ok("job", "status", open_job, "--ipfs", "/ip4/127.0.0.1/tcp/1").splitlines()  # chain only
     assert lines[1:] == ["round 1/1 [----------] 0/2 finalized", "round 1 tasks: 2 not drawn",
@@ -175,7 +206,8 @@ def test_job_list_shows_the_submitters_jobs(net, completed_job):
 
 def test_unknown_job_is_one_line_exit_2(net):
     market = net.contracts["market"]
-    for command in (["status", 99], ["results", 99, "--out", "x"], ["cancel", 99, "--account", 7]):
+    for command in (["status", 99], ["results", 99, "--out", "x"], ["cancel", 99, "--account", 7],
+                    ["export", 99, "--out", "x"]):
         before = net.nonce(7)
         refused(net.cli("job", *command), f"error: no job 99 on the market at {market}", code=2)
         assert net.nonce(7) == before

@@ -102,12 +102,50 @@ def test_a_dataset_that_is_not_an_npz_or_too_small_says_what_it_lacks(net, tmp_p
 
 
 @pytest.mark.parametrize("command", [["status"], ["cancel", "--account", 6], ["results", "--out", "out"],
-                                     ["sample", "--prompt", "x"]])
+                                     ["sample", "--prompt", "x"], ["export", "--out", "out"]])
 @pytest.mark.parametrize("job_id", ["-1", "-12", "0", "abc", "1.5", "1_0"])
 def test_a_job_id_that_is_not_a_positive_integer_is_one_line(net, command, job_id):
     before = net.nonce(6)
     refused(net.cli("job", command[0], job_id, *command[1:]),
             f"Error: Invalid value for 'JOB_ID': a job id is a positive integer, got '{job_id}'", code=2)
+    assert net.nonce(6) == before
+
+
+# ---------------------------------------------------------------- issue 31: --init weights
+
+def _gpt2_folder(path, **config):
+    """A user's GPT-2 folder made by transformers itself (random weights, byte vocabulary)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    shape = dict(vocab_size=256, n_positions=32, n_embd=32, n_layer=1, n_head=2)
+    GPT2LMHeadModel(GPT2Config(**{**shape, **config})).save_pretrained(path)
+    return path
+
+
+def test_init_weights_that_do_not_fit_are_refused_naming_the_first_before_anything_is_sent(net, tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    mlp = tmp_path / "mlp.safetensors"
+    save_file({"fc.0.weight": torch.zeros(16, 64), "fc.0.bias": torch.zeros(16), "fc.1.weight": torch.zeros(10, 16),
+               "fc.1.bias": torch.zeros(10)}, str(mlp))
+    tanh = _gpt2_folder(tmp_path / "gpt2-tanh")  # transformers' default activation: gelu_new
+    exact = _gpt2_folder(tmp_path / "gpt2-exact", activation_function="gelu")
+    before = net.nonce(6)
+    cases = [
+        (["--hidden", 32, "--init", mlp], f"--init {mlp}: fc.0.weight has shape [16, 64], the job's model needs [32, 64]"),
+        (["--init", tanh], f"--init {tanh}: config.json activation_function 'gelu_new': truetrain's LM uses the exact "
+                           f"erf GELU ('gelu'), which this is not"),
+        (["--init", exact, "--heads", 4], f"--init {exact}: config.json n_head 2: the job's model has 4 (--heads)"),
+        (["--init", exact, "--model", "mlp"],
+         f"--init {exact}: a GPT-2 language model, but the job trains a mlp (add --model lm)"),
+        (["--init", exact / "model.safetensors", "--model", "lm", "--d-model", 32, "--layers", 2, "--heads", 2,
+          "--seq-len", 32],
+         f"--init {exact / 'model.safetensors'}: transformer.h.1.ln_1.weight is missing; the job's model needs it "
+         f"with shape [32]"),
+    ]
+    for args, message in cases:
+        refused(net.cli("job", "submit", "--account", 6, *args), f"error: {message}", code=2)
     assert net.nonce(6) == before
 
 

@@ -4,15 +4,21 @@ Three workers and a verifier on two IPFS nodes (the submitter's data and one wor
 first, two workers and the verifier on the second, so shards and checkpoints cross the
 peer-to-peer exchange), a digits MLP job of 3 shards x 3 rounds; then the same manifest
 trained in this process with no chain at all must give the same final checkpoint bits.
+A byte-level LM job follows on the same daemons; `job export` takes it home as a
+transformers GPT-2 folder (loaded by the real package: our logits, `job sample`'s bytes),
+and a job submitted with `--init` from that folder trains on from it.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
 import requests
+import torch
 
+from tests.integration.market_net import SUBMITTER as SUBMITTER_ACCOUNT
 from tests.integration.market_net import TOKEN, MarketNet
 from truetrain.chain.client import dev_account
 from truetrain.chain.devnet import free_port
@@ -149,6 +155,132 @@ def test_distributed_lm_job_equals_local_training_bit_for_bit(finished_lm_job):
         start = aggregate(manifest, r, results, start).to_bytes()
     assert keccak256(start) == JobView.read(net.contracts.market, job_id).checkpoint_hash
     assert heldout_metrics(manifest, start, held)["bits_per_byte"] < 7.0  # learned something in 20 steps
+
+
+def cli(net, *args) -> dict:
+    """``truetrain ARGS --json`` against this market (its first IPFS node), which must succeed."""
+    from click.testing import CliRunner
+
+    from truetrain.cli import main
+
+    env = {"TRUETRAIN_RPC": net.rpc, "TRUETRAIN_IPFS": net.nodes[0].api_addr,
+           "TRUETRAIN_DEPLOYMENTS": str(net.deployments), "TRUETRAIN_KEY": None}
+    result = CliRunner(env=env).invoke(main, [str(a) for a in (*args, "--json")])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def exported_lm(finished_lm_job, tmp_path_factory):
+    """`truetrain job export` of the LM job the daemons trained."""
+    net, job_id, manifest, _ = finished_lm_job
+    out = tmp_path_factory.mktemp("export") / "text-lm"
+    return net, job_id, manifest, out, cli(net, "job", "export", job_id, "--out", out)
+
+
+def test_lm_job_exports_as_gpt2_that_transformers_loads_with_our_logits_and_sampled_bytes(exported_lm):
+    """The market's final LM, loaded by the real transformers package from the exported folder,
+    gives our stock forward's logits on held-out text and `job sample`'s greedy bytes."""
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    from truetrain.training import load_checkpoint
+    from truetrain.training.lm import TransformerLM
+    from truetrain.training.lm_eval import sample
+    from truetrain.training.text import decode_text_shard
+
+    net, job_id, manifest, out, report = exported_lm
+    job = JobView.read(net.contracts.market, job_id)
+    assert report["checkpoint"] == {"cid": job.checkpoint_cid, "hash": "0x" + job.checkpoint_hash.hex()}
+    assert report["round"] == report["rounds"] == 2 and report["format"] == "transformers-gpt2"
+    with net.store(0) as store:
+        final = store.fetch(job.checkpoint_cid, job.checkpoint_hash, max_size=2**24)
+        held = decode_text_shard(store.fetch(manifest.test_set.cid, manifest.test_set.hash, max_size=2**24))
+    hf = GPT2LMHeadModel.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    seq = manifest.model.seq_len
+    assert tokenizer(held.decode())["input_ids"] == list(held)  # text maps to ids byte by byte
+    ids = torch.tensor([list(held[i:i + seq]) for i in range(0, 16 * seq, seq)])
+    with torch.no_grad():
+        theirs = hf(ids).logits
+        ours = TransformerLM(manifest.model, load_checkpoint(final).group("model")).eval()(ids)
+    assert (theirs - ours).abs().max() <= 1e-5
+    prompt = "import os\ndef "
+    length = seq - len(prompt)  # GPT-2 holds n_positions = seq_len ids; `job sample` slides past that
+    sampled = cli(net, "job", "sample", job_id, "--prompt", prompt, "--length", length)
+    generated = hf.generate(torch.tensor([list(prompt.encode())]), max_new_tokens=length, do_sample=False)
+    new = bytes(generated[0, len(prompt):].tolist())
+    assert new == sample(manifest, final, prompt.encode(), length)  # the bytes `job sample` decodes
+    assert sampled["text"] == new.decode("utf-8", errors="replace") and sampled["checkpoint_cid"] == job.checkpoint_cid
+
+
+def test_mlp_job_round_exports_safetensors_and_a_module_with_equal_outputs(finished_job, tmp_path):
+    import importlib.util
+
+    from truetrain.training import decode_shard, load_checkpoint
+    from truetrain.training.models import build_model
+
+    net, job_id, manifest, *_ = finished_job
+    report = cli(net, "job", "export", job_id, "--out", tmp_path, "--round", 2)
+    with net.store(0) as store:
+        reader = net.reader(store)
+        cid, digest = reader.rounds_advanced(job_id)[2]
+        params = load_checkpoint(reader.fetch(cid, digest), digest).group("model")
+        x = torch.from_numpy(decode_shard(reader.test_set(job_id)).x)
+    assert report["checkpoint"] == {"cid": cid, "hash": "0x" + digest.hex()} and report["round"] == 2
+    spec = importlib.util.spec_from_file_location("exported_digits", tmp_path / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the module alone: torch and safetensors, no truetrain
+    classifier = module.TruetrainClassifier.from_pretrained(tmp_path)
+    with torch.no_grad():
+        assert torch.equal(classifier(x), build_model(manifest.model, params).eval()(x))
+
+
+@pytest.fixture(scope="module")
+def init_lm_job(exported_lm, tmp_path_factory):
+    """`job submit --init` from the exported LM folder (its config.json sets --model lm and the
+    shape), one shard and one round, trained by the same daemons."""
+    from truetrain.training.text import demo_corpus
+
+    net, _, _, out, _ = exported_lm
+    text = tmp_path_factory.mktemp("init") / "corpus.txt"
+    text.write_bytes(demo_corpus(40_000))
+    created = cli(net, "job", "submit", "--account", SUBMITTER_ACCOUNT, "--init", out, "--data", text,
+                  "--shards", 1, "--rounds", 1, "--steps", 10, "--checkpoint-interval", 5, "--batch-size", 4,
+                  "--collateral", 20, "--accept-window", TERMS.accept_window, "--compute-window",
+                  TERMS.compute_window, "--reveal-window", TERMS.reveal_window, "--challenge-window",
+                  TERMS.challenge_window)
+    return net, created, out, net.wait_job(created["job_id"])
+
+
+def test_a_job_started_from_an_export_continues_from_it_through_the_market(init_lm_job, exported_lm):
+    from truetrain.export import read_init
+    from truetrain.training import load_checkpoint
+    from truetrain.training.aggregate import global_checkpoint
+
+    net, created, out, status = init_lm_job
+    source = exported_lm[1]
+    assert status == JobStatus.COMPLETED
+    job_id = created["job_id"]
+    with net.store(0) as store:
+        reader = net.reader(store)
+        manifest = reader.manifest(job_id)
+        assert manifest.raw["model"] == {"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 32}
+        assert manifest.raw["initial_checkpoint"] == created["initial_checkpoint"]
+        start = reader.round_start(job_id, 0)  # fetched against the hash the manifest binds
+        exported = read_init(out, manifest.model, "export")
+        # Round 0's checkpoint is the export's tensors, which are the source job's final model, bit for bit.
+        assert keccak256(start) == global_checkpoint(manifest, 0, exported).hash() == manifest.initial_checkpoint.hash
+        source_final = load_checkpoint(reader.final_checkpoint(source)[2]).group("model")
+        assert all(torch.equal(exported[k], source_final[k]) for k in source_final)
+        # The worker's committed checkpoint 0 holds them, and training went on from there: the
+        # market's final model is local training from the export, bit for bit.
+        bundle = reader.result(encode_task_id(job_id, 0, 0))
+        first = load_checkpoint(reader.fetch(bundle.checkpoints[0].cid, bundle.checkpoints[0].hash))
+        assert all(torch.equal(first.group("model")[k], exported[k]) for k in exported)
+        shard = reader.shard(job_id, 0)
+    local = aggregate(manifest, 0, [run_task(manifest, shard, start, 0, 0)], start).to_bytes()
+    final = JobView.read(net.contracts.market, job_id).checkpoint_hash
+    assert keccak256(local) == final != manifest.initial_checkpoint.hash
 
 
 def test_checkpoints_cross_ipfs_nodes_over_the_peer_to_peer_exchange(finished_job):
