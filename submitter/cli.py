@@ -15,6 +15,7 @@ from submitter.accounts import identity, token
 from submitter.models import init_defaults, job_export
 from truetrain.cli_options import (ADDRESS, JOB_ID, JobIdCommand, Refused, TokenAmountType, emit, format_tokens,
                                    json_option, session_options)
+from truetrain.errors import ConfigError
 from truetrain.market.jobs import DEFAULT_TERMS
 from truetrain.network import MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
 
@@ -58,8 +59,13 @@ def job() -> None:
 @click.option("--model", type=click.Choice(["mlp", "lm"]), default="mlp", show_default=True,
               help="Model family: an MLP classifier, or a byte-level transformer language model.")
 @click.option("--data", type=click.Path(exists=True),
-              help="--model lm: a UTF-8 text file or a folder of them [default: the built-in corpus, the "
-                   "Python standard library's source].")
+              help="--model lm: a UTF-8 text file or a folder of them; or records with --text-field: a .jsonl "
+                   "file, a .parquet file or a folder saved by Hugging Face datasets' save_to_disk [default: the "
+                   "built-in corpus, the Python standard library's source].")
+@click.option("--text-field", metavar="NAME",
+              help="The field (column) of --data's records that holds each record's text. Records are joined in "
+                   "order with nothing between them, as a folder's files are: the same shards as one plain file "
+                   "per record.")
 @click.option("--hidden", type=click.IntRange(1, 65536), default=128, show_default=True,
               help="Hidden width: the MLP is [features, hidden, classes].")
 @click.option("--d-model", type=click.IntRange(8, 4096), default=256, show_default=True, help="LM: width.")
@@ -142,7 +148,7 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
                outer_momentum, warmup, stages, micro_batches, shards, rounds, steps, batch_size, checkpoint_interval,
                optimizer, lr, momentum, seed, numeric_mode, limbs, reward_wei, audit_fee_wei, collateral_wei, audit_rate,
                accept_window, compute_window, reveal_window, challenge_window, device_class, memory_mib, region,
-               expiry_blocks, min_fetch_kibps, max_rtt_ms, no_approve, init):
+               expiry_blocks, min_fetch_kibps, max_rtt_ms, no_approve, init, text_field):
     """Publish a dataset and manifest to IPFS and create a job that escrows its whole cost.
 
     The escrow is (shards + 1) × rounds × (reward + audit fee): every round has one
@@ -170,6 +176,8 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
         memory_mib = 1024  # an LM's: what it (its largest stage) needs to train, if more
     if data is not None and not lm:
         raise Refused("--data is the text of --model lm; an MLP's data is --dataset")
+    if text_field is not None and data is None:
+        raise ConfigError("--text-field names the text field of --data's records: give --data")
     if dropout and not lm:
         raise Refused("--dropout is an option of --model lm")
     outer = None
@@ -179,7 +187,7 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
                         checkpoint_interval, optimizer or ("adamw" if lm else "sgd"), lr or (0.003 if lm else 0.1),
                         momentum, seed, numeric_mode, limbs, model,
                         shape if lm else None,
-                        outer, warmup, pipeline, init)
+                        outer, warmup, pipeline, init, text_field)
     terms = JobTerms(reward_wei, audit_fee_wei, collateral_wei, accept_window, compute_window, reveal_window,
                      challenge_window, device_class, memory_mib, region, round(audit_rate * 10_000), expiry_blocks,
                      min_fetch_kibps, max_rtt_ms)

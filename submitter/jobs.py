@@ -43,7 +43,8 @@ class TrainingSpec:
     numeric_mode: str
     #: int8 limbs per GEMM operand in repro mode (None: the default, 2).
     limbs: int | None = None
-    #: "mlp" (``dataset``: digits or a .npz) or "lm" (``dataset``: a text file or folder, or "demo")
+    #: "mlp" (``dataset``: digits or a .npz) or "lm" (``dataset``: "demo", text files or records, see
+    #: :mod:`truetrain.training.text_sources`)
     model: str = "mlp"
     #: an LM's shape: d_model, n_layers, n_heads, seq_len
     lm: dict | None = None
@@ -55,6 +56,8 @@ class TrainingSpec:
     pipeline: dict | None = None
     #: weights the job starts from: a safetensors file or a folder (None: the seed's initial model)
     init: str | None = None
+    #: the field of ``dataset``'s records that holds their text (.jsonl, .parquet, a saved datasets folder)
+    text_field: str | None = None
 
     @property
     def stages(self) -> int:
@@ -103,12 +106,14 @@ def worker_memory_mib(manifest) -> int:
 
 
 def plan_text_job(spec: TrainingSpec, terms: JobTerms, fit_memory: bool = False) -> JobPlan:
-    """An LM job's checks: the text reads and splits into the shards and a held-out part,
-    the model's shape is valid, and the workers' declared memory holds it (``fit_memory``:
-    raise the terms' memory to what the model, or its largest stage, needs)."""
-    from truetrain.training.text import demo_corpus, read_text, split_text
+    """An LM job's checks: the text reads (plain, or the records' ``text_field``) and splits
+    into the shards and a held-out part, the model's shape is valid, and the workers'
+    declared memory holds it (``fit_memory``: raise the terms' memory to what the model, or
+    its largest stage, needs)."""
+    from truetrain.training.text import demo_corpus, split_text
+    from truetrain.training.text_sources import read_corpus
 
-    text = demo_corpus() if spec.dataset == "demo" else read_text(spec.dataset)
+    text = demo_corpus() if spec.dataset == "demo" else read_corpus(spec.dataset, spec.text_field)
     shards, held = split_text(text, spec.shards, spec.lm["seq_len"])
     plan = JobPlan(spec, (shards, held), [], terms)
     need = worker_memory_mib(build_job_manifest(spec, plan))

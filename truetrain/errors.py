@@ -96,6 +96,15 @@ class DatasetError(TrainingError, ValueError):
     """A dataset, shard or test set cannot be read or does not fit the job."""
 
 
+class DataFormatError(DatasetError):
+    """A language-model job's ``--data`` in a record form (JSON Lines, Parquet, a saved
+    Hugging Face ``datasets`` folder) does not give one text per record as asked: a missing
+    ``--text-field``, a record or row without it or with a value that is not a string, a file
+    that is not of its form. The message names the line, row or column; nothing is sent."""
+
+    exit_code = 2
+
+
 class ModelFormatError(TrainingError, ValueError):
     """A model does not move exactly between a truetrain checkpoint and another format
     (transformers' GPT-2, safetensors): an option the other side lacks, or weights whose

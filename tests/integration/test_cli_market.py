@@ -375,6 +375,37 @@ def test_job_submit_lm_from_a_text_file_publishes_text_shards(net, tmp_path):
             f"error: job {created['job_id']} has no global checkpoint yet (round 0)", code=1)
 
 
+def test_job_submit_lm_from_jsonl_parquet_or_a_saved_dataset_publishes_the_shards_of_plain_files(net, tmp_path,
+                                                                                                   monkeypatch):
+    """The same texts as one plain file per record, as JSON Lines, as Parquet and as a folder
+    saved by datasets (each written by its real package): the same shards, CIDs and hashes."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    texts = [f"record {i}: naïve café, the quick brown fox {i * i}\n" * (1 + i % 3) for i in range(150)]
+    files = tmp_path / "files"
+    files.mkdir()
+    for i, text in enumerate(texts):
+        (files / f"{i:05d}.txt").write_text(text)
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    pq.write_table(pa.table({"id": range(len(texts)), "text": texts}), tmp_path / "docs.parquet")
+    datasets.Dataset.from_dict({"text": texts}).save_to_disk(str(tmp_path / "saved"))
+    shape = ["--model", "lm", "--d-model", 32, "--layers", 1, "--heads", 2, "--seq-len", 32, "--shards", 2,
+             "--rounds", 1, "--steps", 10, "--checkpoint-interval", 5, "--batch-size", 4]
+    published = {}
+    for form, data in {"files": [files], "jsonl": [tmp_path / "docs.jsonl", "--text-field", "text"],
+                       "parquet": [tmp_path / "docs.parquet", "--text-field", "text"],
+                       "datasets": [tmp_path / "saved", "--text-field", "text"]}.items():
+        created = net.json("job", "submit", "--account", 6, "--data", *data, *shape)
+        manifest = json.loads(net.ipfs_cat(created["manifest_cid"]))
+        published[form] = manifest["shards"] + [manifest["test_set"]]
+    assert published["jsonl"] == published["parquet"] == published["datasets"] == published["files"]
+    pieces = [net.ipfs_cat(ref["cid"]).removeprefix(b"TTTEXT1\n") for ref in published["files"]]
+    assert len(pieces) == 3 and b"".join(pieces) == "".join(texts).encode()
+
+
 def test_job_submit_lm_in_stages_creates_a_split_job_sized_by_its_largest_stage(net):
     created = net.json("job", "submit", "--account", 6, "--model", "lm", "--d-model", 32, "--layers", 2,
                        "--heads", 2, "--seq-len", 16, "--shards", 2, "--rounds", 1, "--steps", 4,

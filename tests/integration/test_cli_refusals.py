@@ -196,3 +196,59 @@ def test_generated_bad_argv_lists_give_one_line_and_send_nothing(net, tmp_path):
         assert "Traceback" not in result.output, (argv, result.output)
         assert len(result.stderr.strip().splitlines()) == 1, (argv, result.stderr)
     assert net.nonce(6) == before
+
+
+# ---------------------------------------------------------------- issue 31: --data's record forms
+
+def _records(tmp_path):
+    """A bad input of each kind `job submit --data` refuses, written by the real packages."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = '{"text": "a line of text\\n", "id": 1}\n'
+    files = {"docs.jsonl": good * 3, "absent.jsonl": good + '{"body": "x"}\n', "number.jsonl": good + '{"text": 7}\n',
+             "broken.jsonl": good + good + '{"text": "a",}\n', "blank.jsonl": '{"text": ""}\n' * 2,
+             "fake.parquet": "id,text\n1,hello\n", "plain/a.txt": "hello\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    pq.write_table(pa.table({"id": [1], "body": ["x"]}), tmp_path / "docs.parquet")
+    part = datasets.Dataset.from_dict({"text": ["a line\n"]})
+    datasets.DatasetDict({"train": part, "test": part}).save_to_disk(str(tmp_path / "splits"))
+    return tmp_path
+
+
+def test_bad_record_data_is_one_line_naming_the_line_row_or_column_and_sends_nothing(net, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    d = _records(tmp_path)
+    cases = [
+        (["--data", d / "docs.jsonl"], f"{d / 'docs.jsonl'}: give --text-field, the field that holds each record's "
+                                       f"text (the first record's string fields: text)"),
+        (["--data", d / "absent.jsonl", "--text-field", "text"],
+         f"{d / 'absent.jsonl'}: line 2: the record has no field 'text' (its fields: body)"),
+        (["--data", d / "number.jsonl", "--text-field", "text"],
+         f"{d / 'number.jsonl'}: line 2: field 'text' is a number, not a string"),
+        (["--data", d / "docs.jsonl", "--text-field", "id"], f"{d / 'docs.jsonl'}: line 1: field 'id' is a number, "
+                                                             f"not a string"),
+        (["--data", d / "broken.jsonl", "--text-field", "text"],
+         f"{d / 'broken.jsonl'}: line 3: not JSON (Expecting property name enclosed in double quotes at column 14)"),
+        (["--data", d / "blank.jsonl", "--text-field", "text"],
+         f"{d / 'blank.jsonl'}: the text is empty (every record's 'text' is an empty string)"),
+        (["--data", d / "docs.parquet", "--text-field", "text"],
+         f"{d / 'docs.parquet'}: no column 'text' (its columns: id (int64), body (string))"),
+        (["--data", d / "fake.parquet", "--text-field", "text"],
+         f"{d / 'fake.parquet'}: not a Parquet file (Parquet magic bytes not found in footer. Either the file is "
+         f"corrupted or this is not a parquet file.)"),
+        (["--data", d / "plain", "--text-field", "text"],
+         f"{d / 'plain'}: --text-field applies to a .jsonl file, a .parquet file or a folder saved by datasets' "
+         f"save_to_disk; this folder has no state.json from Dataset.save_to_disk"),
+        (["--data", d / "splits", "--text-field", "text"],
+         f"{d / 'splits'}: a saved DatasetDict (splits: train, test): give one split's folder, such as "
+         f"{d / 'splits' / 'train'}"),
+        (["--text-field", "text"], "--text-field names the text field of --data's records: give --data"),
+    ]
+    before = net.nonce(6)
+    for args, message in cases:
+        refused(net.cli("job", "submit", "--account", 6, "--model", "lm", *args), f"error: {message}", code=2)
+    assert net.nonce(6) == before
