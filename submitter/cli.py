@@ -251,10 +251,23 @@ def job_report(session, job_id: int) -> dict:
 
 @job.command("status", cls=JobIdCommand)
 @click.argument("job_id", type=JOB_ID)
+@click.option("--follow", is_flag=True,
+              help="Read the chain until the job ends: a progress bar in tasks and rounds with an ETA from the "
+                   "chain's pace, redrawn on a terminal, else a line per change (--json: a JSON object per change). "
+                   "Exits 0 when the job completes, 3 when it is cancelled or expires, 130 on Ctrl-C.")
+@click.option("--poll-interval", type=click.FloatRange(0.1, 3600), metavar="SECONDS",
+              help="--follow: seconds between reads of the chain [default: 2].")
 @json_option
 @session_options()
-def job_status(session, as_json, job_id):
-    """Show a job's progress by round, its current round's tasks and the escrow it holds."""
+def job_status(session, as_json, job_id, follow, poll_interval):
+    """Show a job's progress by round, its current round's tasks and the escrow it holds
+    (--follow: until the job ends)."""
+    if poll_interval is not None and not follow:
+        raise ConfigError("--poll-interval applies to --follow")
+    if follow:
+        from submitter.follow import follow_job
+
+        return follow_job(session, job_id, job_report, as_json, poll_interval or 2.0)
     report = job_report(session, job_id)
     total = len(report["rounds"])
     lines = [f"job {job_id}: {report['status']}, submitted by {report['submitter']}"]

@@ -188,6 +188,13 @@ class UnknownJob(MarketError, LookupError):
     exit_code = 2
 
 
+class JobNotCompleted(MarketError):
+    """A job being followed ended without completing: cancelled by its submitter, or
+    expired. Exit code 3, so that a script tells it from a node that does not answer (1)."""
+
+    exit_code = 3
+
+
 class ResultInvalid(MarketError):
     """A published task result does not match what was committed on chain."""
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from click.testing import CliRunner
 
+from tests.integration.cli_process import CliProcess
 from tests.integration.market_driver import ROLE_VERIFIER, ROLE_WORKER, MarketDriver
 from truetrain import devnet
 from truetrain.chain.client import ChainClient, dev_account
@@ -99,12 +101,16 @@ def driver(net):
 
 @pytest.fixture(scope="module")
 def completed_job(net, driver):
-    """A tiny job of account 1, created by `job submit` and played to completion."""
+    """A tiny job of account 1, created by `job submit` and played to completion, followed
+    all the while by `job status --follow --json` in a process of its own."""
     before = net.balance(1)
     created = net.json("job", "submit", "--account", 1, *TINY_JOB)
     created["paid"] = before - net.balance(1)
-    created["played"] = driver.run_job(created["job_id"])
-    created["audited"] = list(driver.audited)
+    with CliProcess(net.env, "job", "status", created["job_id"], "--follow", "--json", "--poll-interval", 0.5) as follow:
+        follow.wait_for("\n")  # following before the job moves
+        created["played"] = driver.run_job(created["job_id"])
+        created["audited"] = list(driver.audited)
+        created["followed"] = follow.finish()
     return created
 
 
@@ -136,6 +142,49 @@ def test_job_status_of_completed_job_shows_every_round_finalized(net, completed_
                                                     f"(`truetrain job results {job_id} --out DIR` evaluates it)"]
     report = net.json("job", "status", job_id)
     assert report["status"] == "completed" and report["escrow_wei"] == 0 and report["tasks"] == []
+
+
+def test_job_status_follow_prints_a_json_line_per_change_until_the_job_completes(net, completed_job):
+    job_id = completed_job["job_id"]
+    code, out, err = completed_job["followed"]
+    assert (code, err) == (0, "")
+    seen = [json.loads(line) for line in out.splitlines()]
+    first, last = seen[0], seen[-1]
+    assert (first["status"], first["progress"]["tasks_finalized"], first["progress"]["eta_s"]) == ("active", 0, None)
+    assert last == {**net.json("job", "status", job_id), "progress": last["progress"]}
+    created = net.client.w3.eth.get_transaction_receipt(completed_job["tx"])["blockNumber"]
+    assert last["progress"] | {"block": 0, "blocks_per_task": 0, "block_time_s": 0} == {
+        "tasks_finalized": 6, "tasks_total": 6, "round": 2, "rounds": 2, "round_finalized": 3, "round_tasks": 3,
+        "created_block": created, "block": 0, "blocks_per_task": 0, "block_time_s": 0, "eta_s": 0.0}
+    done = [s["progress"]["tasks_finalized"] for s in seen]
+    assert done == sorted(done) and all(a != b for a, b in zip(seen, seen[1:]))  # a line per change
+    for s in seen:  # the ETA is the chain's pace over the tasks left
+        p = s["progress"]
+        if s["active"] and p["tasks_finalized"]:
+            assert p["eta_s"] == pytest.approx((6 - p["tasks_finalized"]) * p["blocks_per_task"] * p["block_time_s"])
+
+
+def test_job_status_follow_of_a_completed_job_prints_its_end_and_exits_0(net, completed_job):
+    job_id = completed_job["job_id"]
+    cid = net.json("job", "status", job_id)["checkpoint_cid"]
+    assert net.ok("job", "status", job_id, "--follow").splitlines() == [
+        f"job {job_id} [####################] 6/6 tasks | round 2/2: 3/3 finalized | completed",
+        f"job {job_id} completed: 6/6 tasks finalized in 2 round(s); final model {cid} (`truetrain job results "
+        f"{job_id} --out DIR` evaluates it)"]
+    refused(net.cli("job", "status", job_id, "--poll-interval", 1), "error: --poll-interval applies to --follow", code=2)
+
+
+def test_job_status_follow_on_a_terminal_redraws_one_line_and_ctrl_c_stops_it(net, open_job):
+    line = f"job {open_job} [--------------------] 0/2 tasks | round 1/1: 0/2 finalized, 2 not drawn | ETA --"
+    with CliProcess(net.env, "job", "status", open_job, "--follow", "--poll-interval", 0.2, tty=True) as follow:
+        follow.wait_for("ETA --")
+        time.sleep(0.6)  # polls that change nothing draw nothing
+        follow.interrupt()
+        code, out, err = follow.finish()
+    assert code == 130 and "Traceback" not in err
+    assert err.splitlines() == [f"stopped following job {open_job}; it goes on (`truetrain job status {open_job}` "
+                                f"shows it)"]
+    assert out == f"\r{line}\x1b[K\r\n"  # drawn once, then the line ended (the terminal adds \r to \n)
 
 
 def test_job_results_writes_model_plot_and_summary(net, completed_job, tmp_path):
@@ -229,6 +278,9 @@ def test_job_cancel_checks_submitter_and_status_before_sending(net):
     assert net.nonce(7) == before
     withdrawn = net.ok("token", "withdraw", "--account", 7)
     assert withdrawn.strip() == f"withdrew 24.00 TRAIN to {dev_account(7).address}"
+    followed = net.cli("job", "status", job_id, "--follow")  # a followed job that ends otherwise: exit 3
+    refused(followed, f"error: job {job_id} was cancelled with 0/2 tasks finalized, in round 1 of 1", code=3)
+    assert followed.stdout == f"job {job_id} [--------------------] 0/2 tasks | round 1/1: 0/2 finalized, 2 not drawn | cancelled\n"
 
 
 def test_job_submit_without_the_balance_sends_nothing(net):
