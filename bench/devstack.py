@@ -110,6 +110,16 @@ class Bench:
         while pool.workersHeld().call() or pool.verifiersHeld().call():
             self.mine(EPOCH - self.height % EPOCH)
 
+    def refresh_deferred(self, members) -> None:
+        """Refresh the pool weights of ``members`` that a hold deferred (as their daemons do once
+        no tree is held): a hold may begin after a move was sent (a ticket asked for earlier
+        lies in a later block), so a batch of pool moves can end with some of them waiting."""
+        self.unheld()
+        deferred = self.pool.functions.WORKER_DEFERRED().call() | self.pool.functions.VERIFIER_DEFERRED().call()
+        for member in members:
+            if self.pool.functions.memberOf(member).call()[2] & deferred:
+                self.send(self.pool.functions.refresh(member), self.deployer.address)
+
     def snapshot(self) -> str:
         return self.w3.provider.make_request("evm_snapshot", [])["result"]
 

@@ -478,7 +478,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
 
     function _createJob(JobParams calldata p) private returns (uint256 jobId) {
         uint256 escrow;
-        (jobId, escrow) = JobBook.create(_s, registry, p);
+        (jobId, escrow) = JobBook.create(_s, _deps(), p);
         uint256 before = token.balanceOf(address(this));
         token.safeTransferFrom(msg.sender, address(this), escrow);
         uint256 received = token.balanceOf(address(this)) - before;
@@ -525,7 +525,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         bool audited = t.flags & FLAG_AUDITOR != 0;
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = TaskStatus.Finalized;
-        TaskFlow.pay(_s, j, jobId, t, id, audited);
+        TaskFlow.pay(_s, _deps(), j, jobId, t, id, audited);
         if (worker != j.submitter) registry.recordTaskCompleted(worker, j.computePerTask);
         pool.release(worker, j.workerCollateral);
         if (audited) pool.release(t.auditor, auditorCollateral);

@@ -8,7 +8,7 @@ pragma solidity ^0.8.28;
 /// checkpoint (the aggregation task's revealed result CID and root). A task id is the pure
 /// function `jobId << 64 | round << 32 | index` (TaskIds). No call loops over tasks or
 /// workers: a task's state is created when it is first drawn, rounds advance by counters,
-/// and tasks sent back (timeouts, lost disputes) wait on a per-job pending stack that is
+/// and tasks sent back (timeouts, lost disputes) wait in a per-job pending queue that is
 /// drawn first, never for the worker that failed them (a Pending task's `worker` is that
 /// worker).
 ///
@@ -358,7 +358,8 @@ interface IJobMarket {
     event TaskFinalized(uint256 indexed taskId, address indexed worker, uint256 reward, address indexed auditor, uint256 auditFee);
     /// @notice `account` missed the deadline of phase `phase`; `penalty` was taken from its stake.
     event TaskTimedOut(uint256 indexed taskId, address indexed account, TaskStatus phase, uint256 penalty);
-    /// @notice The task went back to its job's pending stack (drawn first next time).
+    /// @notice The task went back to its job's pending queue (drawn first, oldest first, from
+    /// an offer ticket asked for after it came back).
     event TaskRequeued(uint256 indexed taskId, uint256 indexed jobId);
     /// @notice Stage task `taskId` was sent back with its group, unpaid and unpenalised (its
     /// worker's collateral released): stage task `causeTaskId` of the group failed after it
@@ -412,7 +413,7 @@ interface IJobMarket {
 
     // ---------------------------------------------------------------- scheduling
 
-    /// @notice Permissionless: offer the job's next task (pending stack first, then the
+    /// @notice Permissionless: offer the job's next task (pending queue first, then the
     /// round's next shard, then the aggregation task once every shard task of the round is
     /// finalized) to a worker drawn from the pool. Offers are drawn from the future in two
     /// calls: when the job has no live offer ticket this call asks for one
@@ -421,8 +422,8 @@ interface IJobMarket {
     /// since the ticket (WorkerPool.holdOffers); the ticket serves every task of the job
     /// drawable when it was asked for, until its epoch ends. A task that became drawable
     /// after the ticket was asked for (sent back, or the round's aggregation task unlocked)
-    /// waits for the next ticket: a call that reaches it draws it not, and asks for one
-    /// (returns what it drew before). Reverts
+    /// waits for the next ticket, which a call asks for once nothing else is left for the
+    /// current one (returning what it drew before). Reverts
     /// `JobOffersNotReady` before the ticket's next block, `JobNothingToDraw`,
     /// `JobNoEligibleWorker` (the ticket stays), `JobPastExpiry`, `JobNotActive`.
     function drawTask(uint256 jobId) external returns (uint256 taskId);

@@ -34,11 +34,11 @@ library JobBook {
     /// @notice Validate `p`, store the job and emit `JobCreated`; the caller pulls `escrow`.
     /// @return jobId the new job's id
     /// @return escrow what the caller must pull from `msg.sender`
-    function create(MarketStore storage s, IIdentityRegistry registry, IJobMarket.JobParams calldata p)
+    function create(MarketStore storage s, MarketDeps memory d, IJobMarket.JobParams calldata p)
         external
         returns (uint256 jobId, uint256 escrow)
     {
-        if (!registry.hasParticipantRole(msg.sender, ROLE_SUBMITTER)) revert IJobMarket.JobSubmitterNotRegistered(msg.sender);
+        if (!d.registry.hasParticipantRole(msg.sender, ROLE_SUBMITTER)) revert IJobMarket.JobSubmitterNotRegistered(msg.sender);
         if (p.shards == 0 || p.rounds == 0) revert IJobMarket.JobInvalidShape(p.shards, p.rounds);
         // INVARIANT: every phase gives an honest party time to act, the audit ticket stays
         // readable until the reveal deadline, and a third party can re-run a task and
@@ -107,6 +107,8 @@ library JobBook {
         emit IJobMarket.JobCreated(
             jobId, msg.sender, p.manifestCid, p.manifestHash, p.shards, p.rounds, Escrow.taskCount(p.shards, p.rounds), escrow
         );
+        // The first offers' ticket: drawTask can draw them from its next block on.
+        TaskFlow.requestOffers(d, j, jobId);
     }
 
     /// @dev The reward is nonzero and the collateral within [max(reward, MIN_COLLATERAL),
@@ -172,9 +174,10 @@ library JobBook {
     /// @dev Offers are drawn in two steps, from the future: a call finding no ticket (or a
     /// lapsed one) asks for one and draws nothing; a call after the ticket's block draws up
     /// to `count` tasks from its hash. The ticket stays until its epoch ends or nothing is
-    /// left to draw, so a caller drawing fewer tasks cannot get the others a new hash; only a
-    /// task sent back after the ticket (which must not be drawn from a public hash) makes
-    /// the call ask for the next one. Neither the caller nor a party moving its stake
+    /// left to draw, so a caller drawing fewer tasks cannot get the others a new hash; tasks
+    /// sent back after the ticket (which must not be drawn from a public hash) wait until
+    /// nothing else is left for it, and then the call asks for the next one, so nobody can
+    /// get the others a new hash by sending a task back either. Neither the caller nor a party moving its stake
     /// meanwhile can read or steer an offer: its hash did not exist when the ticket was
     /// asked for, and the worker tree is held from the ticket on (WorkerPool.holdOffers).
     /// Returns the first task drawn.
@@ -266,7 +269,7 @@ library JobBook {
         bool audited = t.flags & TaskFlow.FLAG_AUDITOR != 0;
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = IJobMarket.TaskStatus.Finalized;
-        TaskFlow.pay(s, j, jobId, t, id, audited);
+        TaskFlow.pay(s, d, j, jobId, t, id, audited);
         // Reputation and compute grow only from work someone else paid for.
         bool record = worker != j.submitter;
         _add(acc, worker, j.workerCollateral, record ? 1 : 0, record ? j.computePerTask : 0);

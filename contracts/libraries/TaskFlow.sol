@@ -61,6 +61,9 @@ struct JobRecord {
     uint32 minFetchKiBps;
     uint32 maxRpcRttMs;
     uint8 stages;
+    /// @dev The first slot of the pending queue (tasks sent back, drawn first in, first out:
+    /// `pending[jobId][pendingHead … pendingHead + pendingCount)`).
+    uint32 pendingHead;
 }
 
 /// @notice Everything JobMarket stores, in one struct so that its libraries can be handed the
@@ -287,31 +290,38 @@ library TaskFlow {
     }
 
     /// @dev Offer the job's next task from random base `base` of ticket `ticket` (the caller
-    /// checked that the job is Active and not past its expiry): tasks sent back first (LIFO
-    /// stack; all belong to the current round), never to the worker that failed them (kept in
-    /// `worker` while Pending), and only those sent back by the ticket's block (a Pending
-    /// task's `deadline` is the block it was sent back in); then the round's next shard; then
+    /// checked that the job is Active and not past its expiry): tasks sent back first (a
+    /// queue, oldest first; all belong to the current round), never to the worker that failed
+    /// them (kept in `worker` while Pending), and only those sent back by the ticket's block
+    /// (a Pending task's `deadline` is the block it came back in): the first one sent back
+    /// later, and all behind it, wait for the next ticket; then the round's next shard; then
     /// its aggregation task, once every shard task of the round is finalized. Changes nothing
-    /// when it returns NOTHING_TO_DRAW, NO_ELIGIBLE_WORKER or WAIT_FOR_TICKET (a batch stops
-    /// there and keeps what it drew).
+    /// when it returns NOTHING_TO_DRAW, NO_ELIGIBLE_WORKER or WAIT_FOR_TICKET (nothing left
+    /// for this ticket, but tasks sent back since wait for the next); a batch stops there
+    /// and keeps what it drew.
     function drawNext(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, bytes32 base, uint64 ticket)
         internal
         returns (uint256 id, uint8 outcome)
     {
         uint32 pendingCount = j.pendingCount;
         if (pendingCount != 0) {
-            id = s.pending[jobId][pendingCount - 1];
+            uint32 head = j.pendingHead;
+            id = s.pending[jobId][head];
             IJobMarket.Task storage t = s.tasks[id];
             // INVARIANT: no offer is drawn from a hash that was public when its task became drawable.
-            if (t.deadline > ticket) return (id, WAIT_FOR_TICKET);
-            if (!offer(s, d, j, id, t.worker, offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
-            j.pendingCount = pendingCount - 1;
-            return (id, DRAWN);
+            if (t.deadline <= ticket) {
+                if (!offer(s, d, j, id, t.worker, offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
+                j.pendingHead = head + 1;
+                j.pendingCount = pendingCount - 1;
+                return (id, DRAWN);
+            }
         }
         uint32 next = j.nextIndex;
         uint32 shards = j.shards;
         // INVARIANT: the aggregation task is drawable only once every shard task of the round is finalized.
-        if (next > shards || (next == shards && j.finalizedInRound != shards)) return (0, NOTHING_TO_DRAW);
+        if (next > shards || (next == shards && j.finalizedInRound != shards)) {
+            return (id, pendingCount != 0 ? WAIT_FOR_TICKET : NOTHING_TO_DRAW);
+        }
         id = TaskIds.encode(jobId, j.currentRound, next);
         if (!offer(s, d, j, id, address(0), offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
         j.nextIndex = next + 1;
@@ -333,8 +343,8 @@ library TaskFlow {
         emit IJobMarket.ChallengeWindowOpened(id, deadline);
     }
 
-    /// @dev A task whose worker failed (or that went back through no fault of its own): push
-    /// it on the pending stack, where a later ticket's draw takes it (still excluding that
+    /// @dev A task whose worker failed (or that went back through no fault of its own): queue
+    /// it as pending, where a later ticket's draw takes it (still excluding that
     /// worker, kept in `worker`); its `deadline` records the block it came back in, so that no
     /// ticket whose hash was already public draws it. On a job that is no longer Active,
     /// close and refund it instead.
@@ -350,7 +360,7 @@ library TaskFlow {
         t.audit = bytes32(0);
         t.status = IJobMarket.TaskStatus.Pending;
         t.deadline = uint64(block.number);
-        s.pending[jobId][j.pendingCount] = id;
+        s.pending[jobId][uint256(j.pendingHead) + j.pendingCount] = id;
         j.pendingCount += 1;
         emit IJobMarket.TaskRequeued(id, jobId);
     }
@@ -368,9 +378,15 @@ library TaskFlow {
     }
 
     /// @dev Pay one task out of its job's escrow and move the job's counters on.
-    function pay(MarketStore storage s, JobRecord storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id, bool payAuditor)
-        internal
-    {
+    function pay(
+        MarketStore storage s,
+        MarketDeps memory d,
+        JobRecord storage j,
+        uint256 jobId,
+        IJobMarket.Task storage t,
+        uint256 id,
+        bool payAuditor
+    ) internal {
         uint128 reward = j.rewardPerTask;
         uint128 fee = payAuditor ? j.auditFee : 0;
         // An unused audit fee stays in escrow as the job's surplus (same slot, no extra
@@ -395,16 +411,15 @@ library TaskFlow {
         if (index < j.shards) {
             uint32 finalized = j.finalizedInRound + 1;
             j.finalizedInRound = finalized;
-            // The aggregation task is drawable from now on: not from a ticket asked before.
-            if (finalized == j.shards) j.offerTicket = 0;
+            // The aggregation task is drawable from now on: from a ticket asked for now.
+            if (finalized == j.shards) _nextOffers(d, j, jobId);
             return;
         }
         // The aggregation task's result is the next round's starting checkpoint; its tasks are
-        // drawn from a ticket asked for from now on.
+        // drawn from a ticket asked for now.
         j.currentRound = round + 1;
         j.nextIndex = 0;
         j.finalizedInRound = 0;
-        j.offerTicket = 0;
         j.checkpointHash = t.result;
         j.checkpointCid = s.revealedCheckpointCid[jobId];
         emit IJobMarket.RoundAdvanced(jobId, round + 1, j.checkpointCid, t.result);
@@ -413,6 +428,14 @@ library TaskFlow {
             emit IJobMarket.JobCompleted(jobId);
             emitRefund(jobId, j.submitter, takeSurplus(s, j));
         }
+        _nextOffers(d, j, jobId);
+    }
+
+    /// @dev New tasks became drawable (the aggregation task, a new round): on an Active job
+    /// they get a ticket asked for now (not one asked before them), else none.
+    function _nextOffers(MarketDeps memory d, JobRecord storage j, uint256 jobId) private {
+        if (j.status == IJobMarket.JobStatus.Active) requestOffers(d, j, jobId);
+        else j.offerTicket = 0;
     }
 
     /// @dev Reputation and compute grow only from work someone else paid for: a worker's own

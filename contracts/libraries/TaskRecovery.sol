@@ -197,7 +197,7 @@ library TaskRecovery {
             if (auditor != address(0)) d.pool.release(auditor, voided ? d.auditorCollateral : 0);
         } else if (workerWon) {
             t.status = IJobMarket.TaskStatus.Finalized;
-            TaskFlow.pay(s, j, jobId, t, id, false);
+            TaskFlow.pay(s, d, j, jobId, t, id, false);
             TaskFlow.recordCompleted(d, j, worker);
             return;
         }

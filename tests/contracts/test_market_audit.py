@@ -111,6 +111,10 @@ def test_resolveDispute_workerLost_requeuesForAnotherWorker(job_market, pool, su
     # the only worker is excluded from the redraw, so the task waits on the pending stack
     assert "TaskRequeued" in tx.events and job_market.taskOf(tid)[1] == TS.PENDING
     assert job_market.jobOf(job_id).dict()["pendingCount"] == 1
+    # the job's other shard task goes first (from the ticket the requeue found), then the
+    # requeued one, from the next ticket: w1 is excluded and nobody else is in the pool
+    other = draw_task(job_market, job_id, {"from": w1}).events["TaskDrawn"]
+    assert other["worker"] == w1 and other["taskId"] != tid
     with brownie.reverts(f"JobNoEligibleWorker: {job_id}, {tid}"):
         draw_task(job_market, job_id, {"from": w1})
     refresh_after_hold(pool)  # (a join while offers are held would wait for w2's refresh)

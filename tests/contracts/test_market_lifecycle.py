@@ -186,13 +186,11 @@ def test_drawTasks_drawsUpToCount_keepsWhatItDrew_andRevertsWhenNone(job_market,
 
 
 def test_offers_areDrawnFromATicketAskedBefore(job_market, pool, submitter, w1, market_isolation):
-    """Issue 27, finding 7a: a draw with no live offer ticket asks for one and draws
-    nothing; the ticket's hash settles the offers from its next block; the ticket stays for
-    the tasks left (a caller drawing fewer cannot get them a new hash) until nothing is left."""
-    job_id, _ = new_job(job_market, submitter, shards=2, rounds=1)
-    tx = job_market.drawTask(job_id, {"from": submitter})
+    """Issue 27, finding 7a: a job's first offers are drawn from a ticket its creation asks
+    for; the ticket's hash settles them from its next block; the ticket stays for the tasks
+    left (a caller drawing fewer cannot get them a new hash) until nothing is left."""
+    job_id, tx = new_job(job_market, submitter, shards=2, rounds=1)
     ticket = ticket_for(tx.block_number)
-    assert tx.return_value == 0 and "TaskDrawn" not in tx.events
     assert tx.events["OffersRequested"]["jobId"] == job_id and tx.events["OffersRequested"]["ticket"] == ticket
     assert tx.events["OffersHeld"]["ticket"] == ticket and job_market.offerTicketOf(job_id) == ticket
     while chain.height < ticket:
@@ -210,20 +208,37 @@ def test_offers_areDrawnFromATicketAskedBefore(job_market, pool, submitter, w1, 
         job_market.drawTask(job_id, {"from": submitter})
 
 
-def test_offers_aLapsedTicketIsAskedAgain(job_market, submitter, w1, market_isolation):
-    job_id, _ = new_job(job_market, submitter, shards=1, rounds=1)
-    first = ask_offers(job_market, job_id, {"from": submitter})
+def test_offers_aLapsedTicketIsAskedAgain_andNewTasksGetATicketOfTheirOwn(job_market, submitter, w1, market_isolation):
+    """A ticket nobody drew from inside its epoch is asked for again by the next draw (which
+    draws nothing); tasks that become drawable later (the aggregation task once the round's
+    shards are finalized, the next round's) get a ticket asked for when they do."""
+    job_id, _ = new_job(job_market, submitter, shards=1, rounds=2)
+    first = job_market.offerTicketOf(job_id)
     chain.mine(last_block(first) + 1 - chain.height)  # nobody drew inside the ticket's epoch
     tx = job_market.drawTask(job_id, {"from": submitter})
     assert tx.return_value == 0 and tx.events["OffersRequested"]["ticket"] == ticket_for(tx.block_number) > first
     mine_past(job_market.offerTicketOf(job_id))
     assert job_market.drawTask(job_id, {"from": submitter}).events["TaskDrawn"]["worker"] == w1
+    assert job_market.offerTicketOf(job_id) == 0  # nothing left to draw: the ticket is done
+    shard = job_market.taskId(job_id, 0, 0)
+    job_market.acceptTask(shard, {"from": w1})
+    job_market.commitResult(shard, commitment(shard, ROOT, CID, SALT, w1), {"from": w1})
+    job_market.revealResult(shard, ROOT, CID, SALT, {"from": w1})
+    chain.mine(21)
+    tx = job_market.finalize(shard, {"from": w1})  # unlocks the aggregation task
+    assert tx.events["OffersRequested"]["ticket"] == ticket_for(tx.block_number) == job_market.offerTicketOf(job_id)
+    agg = run_task(job_market, job_id, w1, finalize=False)
+    assert agg == job_market.taskId(job_id, 0, 1)
+    chain.mine(21)
+    tx = job_market.finalize(agg, {"from": w1})  # the next round's tasks
+    assert "RoundAdvanced" in tx.events and tx.events["OffersRequested"]["ticket"] == ticket_for(tx.block_number)
 
 
 def test_offers_aTaskSentBackAfterItsTicket_waitsForTheNext(job_market, pool, submitter, w1, w2, market_isolation):
     """A task sent back once its ticket's hash is public is not drawn from that hash (its
-    worker, knowing it, could otherwise time out to send it where it wants): the draw that
-    reaches it asks for the next ticket, and the task is drawn from that one."""
+    worker, knowing it, could otherwise time out to send it where it wants), and does not get
+    the job's other tasks a new hash either: they are drawn from the ticket, then the draw
+    asks for the next ticket, and the task is drawn from that one."""
     pool.joinPool({"from": w2})
     job_id, _ = new_job(job_market, submitter, shards=2, rounds=1)
     first = draw_task(job_market, job_id, {"from": submitter}).return_value
@@ -234,7 +249,7 @@ def test_offers_aTaskSentBackAfterItsTicket_waitsForTheNext(job_market, pool, su
     assert "TaskRequeued" in tx.events and tx.block_number > ticket and not chain.height > last_block(ticket)
     assert job_market.taskOf(first)[1] == TS.PENDING and job_market.taskOf(first)[2] == tx.block_number
     tx = job_market.drawTasks(job_id, 2, {"from": submitter})
-    assert tx.return_value == 0 and "TaskDrawn" not in tx.events
+    assert tx.return_value == 1 and tx.events["TaskDrawn"]["index"] == 1  # from the ticket
     nxt = tx.events["OffersRequested"]["ticket"]
     assert nxt > ticket and job_market.offerTicketOf(job_id) == nxt
     mine_past(nxt)

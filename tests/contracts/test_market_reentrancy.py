@@ -14,6 +14,7 @@ SOURCE = (Path(__file__).parent / "attackers" / "ReentrantToken.sol").read_text(
 def attack(JobMarket, registry, stake_manager, pool, deployer, submitter, market_isolation):
     token = brownie.compile_source(SOURCE, solc_version="0.8.28").MarketAttackToken.deploy({"from": deployer})
     market = JobMarket.deploy(token, registry, stake_manager, pool, (TIMEOUT_PENALTY_BPS, ACCEPT_PENALTY_BPS, AUDITOR_COLLATERAL, AUDITOR_PENALTY), {"from": deployer})
+    pool.grantRole(pool.DRAW_ROLE(), market, {"from": deployer})  # createJob asks for its first offer ticket
     token.mint(submitter, 1_000 * E, {"from": deployer})
     token.approve(market, 2**256 - 1, {"from": submitter})
     job_id = market.createJob(job_params(), {"from": submitter}).return_value
