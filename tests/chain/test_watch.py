@@ -37,23 +37,25 @@ def test_watch_sameChainWithItsCode_findsNoDifference(own_devnet, accounts):
     assert watch.looks == 1
 
 
-def test_watch_nodeRestartedWithAnotherChainId_saysBothChains(own_devnet, accounts):
+def _pinned_then_stopped(own_devnet, accounts):
+    """A devnet with the token deployed, a watch pinned to it, and the devnet stopped."""
     node = own_devnet()
     deployment, _ = deployed_token(node, accounts)
     watch = ChainWatch(node.url, deployment)
     before = watch.pin()
     node.stop()
+    return node, watch, before
+
+
+def test_watch_nodeRestartedWithAnotherChainId_saysBothChains(own_devnet, accounts):
+    node, watch, before = _pinned_then_stopped(own_devnet, accounts)
     other = own_devnet(node.port, chain_id=31338)
     assert watch.difference() == (f"expected chain 31337 genesis {before.genesis}, but the node at {node.url} "
                                   f"now reports chain 31338 genesis {genesis_of(other)}")
 
 
 def test_watch_nodeRestartedAsAFreshChain_saysTheNewGenesis(own_devnet, accounts):
-    node = own_devnet()
-    deployment, _ = deployed_token(node, accounts)
-    watch = ChainWatch(node.url, deployment)
-    before = watch.pin()
-    node.stop()
+    node, watch, before = _pinned_then_stopped(own_devnet, accounts)
     time.sleep(1.1)  # the genesis block's timestamp is the start's second: another second, another hash
     fresh = own_devnet(node.port)
     assert genesis_of(fresh) != before.genesis
