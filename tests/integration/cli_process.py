@@ -34,8 +34,12 @@ class CliProcess:
             self._master, stdout = pty.openpty()
         else:
             stdout = subprocess.PIPE
+        # A shell starts background jobs with SIGINT ignored, and children inherit that (a
+        # `make test &` would then have nothing for interrupt() to stop): the child gets
+        # Python's own Ctrl-C handling back, as a program run at a terminal has it.
         self.proc = subprocess.Popen([*LAUNCH, *map(str, args)], cwd=ROOT, env=full, stdin=subprocess.DEVNULL,
-                                     stdout=stdout, stderr=subprocess.PIPE)
+                                     stdout=stdout, stderr=subprocess.PIPE,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         if tty:
             os.close(stdout)  # the child holds the terminal now: its exit ends our reads
         self._out = bytearray()
