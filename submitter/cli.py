@@ -240,7 +240,9 @@ def job_report(session, job_id: int) -> dict:
                           "stage": index % job.stages if index < job.shards and job.stages > 1 else None,
                           "status": view.status.name.lower() if view.status != TaskStatus.NONE else "not drawn",
                           "worker": None if view.status == TaskStatus.NONE else view.worker,
-                          "auditor": view.auditor if view.audited else None, "deadline": view.deadline})
+                          "auditor": view.auditor if view.audited else None,
+                          # a Pending task's `deadline` is the block it was sent back in, not a deadline
+                          "deadline": None if view.status == TaskStatus.PENDING else view.deadline})
         rounds[job.current_round]["finalized"] = sum(t["status"] == "finalized" for t in tasks)
     return {"job_id": job_id, "submitter": job.submitter, "status": job.status.name.lower(),
             "active": job.status == JobStatus.ACTIVE, "current_round": min(job.current_round + 1, job.rounds),

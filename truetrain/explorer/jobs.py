@@ -73,7 +73,9 @@ def tasks_of(src, job, games: dict[int, list]) -> list[dict]:
                     f"shard {index // job.stages}, stage {index % job.stages}" if job.stages > 1 else f"shard {index}"),
                 "status": task.status.name.lower(),
                 "worker": None if task.worker == ZERO_ADDRESS else task.worker,
-                "deadline": (task.deadline or None) if task.status not in (TaskStatus.NONE, TaskStatus.FINALIZED) else None,
+                # (a Pending task's `deadline` is the block it was sent back in, not a deadline)
+                "deadline": (task.deadline or None) if task.status not in (TaskStatus.NONE, TaskStatus.FINALIZED,
+                                                                           TaskStatus.PENDING) else None,
                 "auditor": task.auditor if task.audited else None,
                 "audit": ("revealed" if task.audit_revealed else "committed" if task.audit_committed
                           else "drawn" if task.audited else None),
