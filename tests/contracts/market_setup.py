@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from brownie import accounts, chain, web3
+from brownie.exceptions import VirtualMachineError
 from eth_abi import encode
 
 from tests.contracts.conftest import MARKET_ROLE, PROFILE_CID, PROFILE_HASH, RECORDER_ROLE, role_id
@@ -21,7 +22,7 @@ __all__ = [
     "job_params", "commitment", "audit_commitment", "register", "stake", "deploy_pool", "deploy_market",
     "pool", "job_market", "submitter", "w1", "w2", "v1", "v2", "crew", "new_job", "run_task", "ROOT", "CID", "SALT",
     "market_isolation", "ACCEPT_PENALTY_BPS", "FUTURE", "settle_audit", "mine_past", "ticket_for", "last_block",
-    "mine_past_ticket", "refresh_after_hold", "four", "draw_task", "draw_tasks", "ask_offers",
+    "mine_past_ticket", "refresh_after_hold", "four", "draw_task", "draw_tasks", "ask_offers", "draw_stages",
 ]
 
 ROLE_WORKER, ROLE_VERIFIER, ROLE_SUBMITTER = 1, 2, 4
@@ -253,6 +254,21 @@ def draw_task(job_market, job_id, params):
 def draw_tasks(job_market, job_id, count, params):
     """``draw_task`` for up to ``count`` tasks from one ticket (``drawTasks``)."""
     return _drawn(job_market, job_id, lambda: job_market.drawTasks(job_id, count, params))
+
+
+def draw_stages(job_market, job_id, count, params):
+    """``draw_tasks`` for a split job's stages. A stage draw tries STAGE_DRAWS seeds of its
+    ticket and finds nobody when each lands on a worker of another stage of the group
+    (JobNoEligibleWorker; a few % of tickets with one free worker left): as a keeper, let that
+    ticket lapse and draw from the next one (at most 5 tickets)."""
+    for _ in range(5):
+        try:
+            return draw_tasks(job_market, job_id, count, params)
+        except VirtualMachineError as exc:
+            if "JobNoEligibleWorker" not in str(exc):
+                raise
+            chain.mine(last_block(job_market.offerTicketOf(job_id)) + 1 - chain.height)
+    raise AssertionError(f"job {job_id}: no stage drawn from 5 tickets")
 
 
 def refresh_after_hold(pool, *members) -> None:

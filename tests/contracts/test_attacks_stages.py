@@ -37,10 +37,11 @@ def _task(job_market, tid) -> dict:
 
 
 def _draw_all(job_market, submitter, job_id, count) -> dict[int, str]:
-    """Draw ``count`` tasks (a stage draw may miss and is simply called again)."""
+    """Draw ``count`` tasks (a stage draw may miss: ``draw_stages`` draws again from the next
+    ticket; one that draws some of them is called again for the rest)."""
     workers = {}
     for _ in range(5):
-        tx = draw_tasks(job_market, job_id, count - len(workers), {"from": submitter})
+        tx = draw_stages(job_market, job_id, count - len(workers), {"from": submitter})
         if "TaskDrawn" in tx.events:
             workers |= {e["taskId"]: e["worker"] for e in tx.events["TaskDrawn"]}
         if len(workers) == count:
@@ -276,7 +277,7 @@ def test_falseStall_reportedAtOnceThenIdle_paysTheTimeout_andIsNotOfferedTheStag
         assert task["worker"] != wa or task["status"] == TS.PENDING
         if task["status"] != TS.PENDING:
             break
-        draw_tasks(job_market, job_id, 2, {"from": submitter})
+        draw_stages(job_market, job_id, 2, {"from": submitter})
     assert _task(job_market, a)["status"] == TS.OFFERED and _task(job_market, a)["worker"] != wa
 
 

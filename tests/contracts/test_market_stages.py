@@ -19,12 +19,13 @@ def _drawn_workers(tx) -> dict[int, str]:
 
 
 def _draw_all(job_market, submitter, job_id, count) -> tuple[dict[int, str], list]:
-    """Draw ``count`` tasks. A stage draw is rejection sampling from the offer seed: it may
-    find no worker holding no other stage within its attempts (about 1 in 10^4 here), and the
-    next call draws again from a fresh nonce, so this calls until all are drawn (at most 5)."""
+    """Draw ``count`` tasks. A stage draw is rejection sampling from the offer ticket: it may
+    find no worker holding no other stage within its attempts, and ``draw_stages`` then draws
+    from the next ticket; a call that draws some of them is called again for the rest (at
+    most 5)."""
     workers, txs = {}, []
     for _ in range(5):
-        txs.append(draw_tasks(job_market, job_id, count - len(workers), {"from": submitter}))
+        txs.append(draw_stages(job_market, job_id, count - len(workers), {"from": submitter}))
         workers |= _drawn_workers(txs[-1])
         if len(workers) == count:
             return workers, txs
