@@ -160,7 +160,9 @@ def test_job_page_shows_tasks_marks_and_money_as_on_chain(market, browser):
     disputed = TaskView.read(net.contracts.market, market["task"])
     row = cells(browser, f"#task-{market['task']}")
     assert row[:4] == ["1", "shard 0", disputed.status.name.lower(), disputed.worker[:8] + "…" + disputed.worker[-4:]]
-    assert row[4] == (str(disputed.deadline) if disputed.deadline else "-")
+    # (a Pending task's `deadline` is the block it was sent back in: no deadline is shown)
+    shown = disputed.deadline and disputed.status not in (TaskStatus.PENDING, TaskStatus.FINALIZED)
+    assert row[4] == (str(disputed.deadline) if shown else "-")
     audit = ("audit revealed" if disputed.audit_revealed else "audit committed" if disputed.audit_committed
              else "audit drawn" if disputed.audited else "-")
     assert row[5] == audit and row[6] == f"dispute {market['game']}"
