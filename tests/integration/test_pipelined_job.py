@@ -164,7 +164,13 @@ def test_corrupting_stage_is_slashed_and_its_honest_neighbours_are_not(net, corr
     group = bad & ~0xFFFFFFFF | (bad & 0xFFFFFFFF) // STAGES * STAGES
     siblings = {group + s for s in range(STAGES)} - {bad}
     resets = job_events(net, "StageReset", job_id)
-    assert sorted((e["taskId"], e["causeTaskId"]) for e in resets) == sorted((t, bad) for t in siblings)
+    # The cheater's result reset its siblings. A sibling drawn again while the cheater's game
+    # still ran (its stage runs again only when the game ends) blocks on it, reports so, and
+    # is reset once more, for free, by its own stall report: whether the draws come before
+    # the game's end depends on the tickets, so only who was reset and why is fixed.
+    assert {(e["taskId"], e["causeTaskId"]) for e in resets} >= {(t, bad) for t in siblings}
+    assert {e["taskId"] for e in resets} == siblings
+    assert all(e["causeTaskId"] in siblings | {bad} for e in resets)
     # nobody but the cheater lost anything: no timeout, no other game; honest stakes whole
     assert job_events(net, "TaskTimedOut", job_id) == []
     stake = net.contracts.stake.functions
