@@ -275,7 +275,10 @@ contract WorkerPool is AccessControl, IWorkerPool {
         bool changed = tree.weightOf(account) != w;
         if (changed && _isHeld(verifier)) {
             // INVARIANT: no weight of a held tree moves between a draw's ticket and its settlement.
-            if (roles & bit == 0) m.roles = roles | bit;
+            // A member already marked changes nothing here (its refresh computes the weight
+            // anew), so only the marking is announced.
+            if (roles & bit != 0) return;
+            m.roles = roles | bit;
             if (verifier) emit VerifierWeightDeferred(account, w);
             else emit WorkerWeightDeferred(account, w);
             return;

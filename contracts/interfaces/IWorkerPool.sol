@@ -106,13 +106,15 @@ interface IWorkerPool is IStakeListener {
     /// after it to the epoch's last block, verifier weights stay as they are.
     event DrawsHeld(uint256 indexed epoch, uint64 ticket);
     /// @notice `account`'s verifier weight should now be `weight`, but the verifier tree is
-    /// held for a pending draw: a `refresh(account)` after the hold sets it.
+    /// held for a pending draw: a `refresh(account)` after the hold sets it. Announced when
+    /// the member is marked; later changes before that refresh are not announced again.
     event VerifierWeightDeferred(address indexed account, uint256 weight);
     /// @notice Offers of `epoch` were requested from ticket `ticket` on: from the block after
     /// it to the epoch's last block, worker weights stay as they are.
     event OffersHeld(uint256 indexed epoch, uint64 ticket);
     /// @notice `account`'s worker weight should now be `weight`, but the worker tree is held
-    /// for pending offers: a `refresh(account)` after the hold sets it.
+    /// for pending offers: a `refresh(account)` after the hold sets it. Announced when the
+    /// member is marked; later changes before that refresh are not announced again.
     event WorkerWeightDeferred(address indexed account, uint256 weight);
     /// @notice `account` was drawn (as a worker, or as an auditor when `verifier`), its
     /// collateral locked; `active` is its new active-task count.

@@ -32,6 +32,7 @@ from tests.contracts.dispute_setup import *  # noqa: F401,F403
 HONEST = trace()
 CHEAT = diverged(HONEST, 3)
 WRONG = "0x" + "66" * 32
+WORKER_DEFERRED = 0x40  # WorkerPool's mark on a member whose worker weight a hold deferred
 TOP_UPS = [0, 1, 2, 3, 5, 8, 13, 15, 21, 34, 55, 89, 144, 233, 377, 610, 987, 10**6, 10**12, 10**18, 37 * E]
 
 
@@ -96,7 +97,7 @@ def test_offerGrinding_noTopUpMovesAnOffer(job_market, registry, stake_manager, 
     grinder = _grinder(job_market, registry, stake_manager, pool, token, deployer, ROLE_WORKER, 2_000 * E)
     token.mint(grinder, 3 * TOP_UPS[-1], {"from": deployer})  # one real top-up a task
     job_id, _ = new_job(job_market, submitter, shards=3, rounds=1)
-    for _ in range(3):
+    for attempt in range(3):
         mine_past(ask_offers(job_market, job_id, {"from": submitter}))
         drawn = {top_up: grinder.topUpAndDrawOffer.call(job_id, top_up, {"from": accounts[0]}) for top_up in TOP_UPS}
         workers = set(drawn.values())
@@ -106,7 +107,10 @@ def test_offerGrinding_noTopUpMovesAnOffer(job_market, registry, stake_manager, 
         # Sent for real with the largest top-up: the same worker, and the top-up waits.
         tx = grinder.topUpAndDrawOffer(job_id, TOP_UPS[-1], {"from": accounts[0]})
         assert tx.events["TaskDrawn"]["worker"] == worker
-        assert tx.events["WorkerWeightDeferred"]["account"] == grinder.address
+        # The top-up is deferred: announced when the grinder is first marked, kept marked after.
+        assert pool.memberOf(grinder)[2] & WORKER_DEFERRED
+        deferred = tx.events["WorkerWeightDeferred"] if "WorkerWeightDeferred" in tx.events else []
+        assert sum(e["account"] == grinder.address for e in deferred) == (1 if attempt == 0 else 0)
         assert pool.weightOf(grinder, False) == 2_000 * E * 5_000  # the tree still holds the weight of before
 
 
