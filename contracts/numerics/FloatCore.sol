@@ -63,18 +63,14 @@ library FloatCore {
 
     /// @dev A finite nonzero magnitude `x` (sign cleared) as `m * 2**e`: the fraction with
     /// its hidden bit for a normal number, the bare fraction at the least exponent for a
-    /// subnormal one.
+    /// subnormal one. (The hot operations inline the same four lines of assembly.)
     function unpack(uint256 x, uint256 w, uint256 p) internal pure returns (uint256 m, int256 e) {
-        unchecked {
-            uint256 field = x >> (p - 1);
-            m = x & ((1 << (p - 1)) - 1);
-            if (field == 0) {
-                field = 1;
-            } else {
-                m |= 1 << (p - 1);
-            }
-            // bias + p - 1 = 2**(w-p-1) - 1 + p - 1
-            e = int256(field) - int256((1 << (w - p - 1)) + p - 2);
+        assembly ("memory-safe") {
+            let pm1 := sub(p, 1)
+            let field := shr(pm1, x)
+            m := or(and(x, sub(shl(pm1, 1), 1)), mul(iszero(iszero(field)), shl(pm1, 1)))
+            // e = max(field, 1) - (bias + p - 1), bias = 2**(w-p-1) - 1
+            e := sub(add(field, iszero(field)), add(shl(sub(sub(w, p), 1), 1), sub(p, 2)))
         }
     }
 
@@ -83,141 +79,203 @@ library FloatCore {
     /// Where `m` has more bits than the format keeps, the bits below must be exact or end in
     /// a sticky 1 at least two places below the rounding point (division and square root
     /// leave at least p + 2 quotient bits, so they do).
-    function roundPack(uint256 m, int256 e, uint256 w, uint256 p) internal pure returns (uint256) {
-        unchecked {
-            int256 bias = int256((1 << (w - p - 1)) - 1);
-            int256 top = e + int256(msb(m)); // exponent of the leading bit
-            if (top > bias) return infBits(w, p);
-            // the exponent of the last kept bit: p - 1 below the leading bit, or the
-            // subnormal quantum 2**(1 - bias - (p - 1)) where that is larger
-            int256 quantumMin = 2 - bias - int256(p);
-            int256 quantum = top - int256(p - 1);
-            if (quantum < quantumMin) quantum = quantumMin;
-            uint256 kept;
-            if (quantum <= e) {
-                kept = m << uint256(e - quantum); // exact
-            } else {
-                uint256 s = uint256(quantum - e);
-                if (s > 255) s = 255; // m < 2**254 <= half: rounds to zero either way
-                kept = m >> s;
-                uint256 rest = m - (kept << s);
-                uint256 half = 1 << (s - 1);
-                if (rest > half || (rest == half && kept & 1 == 1)) ++kept;
+    function roundPack(uint256 m, int256 e, uint256 w, uint256 p) internal pure returns (uint256 r) {
+        assembly ("memory-safe") {
+            let pm1 := sub(p, 1)
+            let bias := sub(shl(sub(sub(w, p), 1), 1), 1)
+            // n = msb(m)
+            let n := shl(7, lt(0xffffffffffffffffffffffffffffffff, m))
+            n := or(n, shl(6, lt(0xffffffffffffffff, shr(n, m))))
+            n := or(n, shl(5, lt(0xffffffff, shr(n, m))))
+            n := or(n, shl(4, lt(0xffff, shr(n, m))))
+            n := or(n, shl(3, lt(0xff, shr(n, m))))
+            n := or(n, shl(2, lt(0xf, shr(n, m))))
+            n := or(n, shl(1, lt(0x3, shr(n, m))))
+            n := or(n, gt(shr(n, m), 0x1))
+            let top := add(e, n) // the exponent of the leading bit
+            r := shl(pm1, add(shl(1, bias), 1)) // +inf, unless in range:
+            if iszero(sgt(top, bias)) {
+                // the exponent of the last kept bit: p - 1 below the leading bit, or the
+                // subnormal quantum 2**(1 - bias - (p - 1)) where that is larger
+                let quantumMin := sub(sub(2, bias), p)
+                let quantum := sub(top, pm1)
+                if slt(quantum, quantumMin) { quantum := quantumMin }
+                let kept
+                switch sgt(quantum, e)
+                case 0 { kept := shl(sub(e, quantum), m) } // exact
+                default {
+                    let s := sub(quantum, e)
+                    if gt(s, 255) { s := 255 } // m < 2**254 <= half: rounds to zero either way
+                    kept := shr(s, m)
+                    let rest := sub(m, shl(s, kept))
+                    let half := shl(sub(s, 1), 1)
+                    kept := add(kept, or(gt(rest, half), and(eq(rest, half), and(kept, 1))))
+                }
+                // normal: (field - 1) << (p - 1) plus the hidden bit in `kept`; subnormal:
+                // field 0 and `kept` the fraction. A carry out of the significand moves into
+                // the exponent (up to +inf's pattern), as IEEE-754's encoding intends.
+                r := add(shl(pm1, sub(quantum, quantumMin)), kept)
             }
-            // normal: (field - 1) << (p - 1) plus the hidden bit in `kept`; subnormal: the
-            // field is 0 and `kept` the fraction. A carry out of the significand moves into
-            // the exponent (up to +inf's pattern), as IEEE-754's encoding intends.
-            return (uint256(quantum - quantumMin) << (p - 1)) + kept;
         }
     }
 
     // --- arithmetic ---------------------------------------------------------------------
+    //
+    // Each operation's assembly settles the special operands and sets `done` with the
+    // result in `r`; otherwise it leaves the exact result as `m * 2**e` and the sign in `r`
+    // for one roundPack.
 
     /// @notice IEEE-754 addition `a + b`, round to nearest even.
-    function add(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256) {
-        unchecked {
-            uint256 sign = signBit(w);
-            {
-                uint256 inf = infBits(w, p);
-                uint256 absA = a & (sign - 1);
-                uint256 absB = b & (sign - 1);
-                if (absA > inf || absB > inf) return nanBits(w, p);
-                if (absA == inf) return (absB == inf && (a ^ b) & sign != 0) ? nanBits(w, p) : a;
-                if (absB == inf) return b;
-                if (absB == 0) return absA == 0 ? a & b : a; // -0 only for (-0) + (-0)
-                if (absA == 0) return b;
-                if (absA < absB) (a, b) = (b, a);
+    function add(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256 r) {
+        uint256 m;
+        int256 e;
+        bool done;
+        assembly ("memory-safe") {
+            let sign := shl(sub(w, 1), 1)
+            let absA := and(a, sub(sign, 1))
+            let absB := and(b, sub(sign, 1))
+            if lt(absA, absB) {
+                let t := a
+                a := b
+                b := t
+                t := absA
+                absA := absB
+                absB := t
             }
-            // from here |a| >= |b|, both finite and nonzero: a's exponent is at least b's
-            (uint256 m, int256 eA) = unpack(a & (sign - 1), w, p);
-            (uint256 mB, int256 eB) = unpack(b & (sign - 1), w, p);
-            uint256 shift = uint256(eA - eB);
-            // |b| < 2**(eA - 3) is under a quarter of a's last place (a is normal here):
-            // a + b rounds to a
-            if (shift > p + 2) return a;
-            m <<= shift;
-            m = (a ^ b) & sign == 0 ? m + mB : m - mB;
-            if (m == 0) return 0; // exact cancellation is +0 under round to nearest
-            return (a & sign) | roundPack(m, eB, w, p);
+            // from here |a| >= |b|: a NaN operand makes absA one
+            {
+                let inf := shl(sub(p, 1), sub(shl(sub(w, p), 1), 1))
+                done := or(iszero(absB), iszero(lt(absA, inf)))
+                if done {
+                    r := a // a is ±inf, or b is ±0
+                    if iszero(absA) { r := and(a, b) } // -0 only for (-0) + (-0)
+                    // NaN, or inf - inf
+                    if or(gt(absA, inf), and(eq(absB, inf), gt(and(xor(a, b), sign), 0))) {
+                        r := or(inf, shl(sub(p, 2), 1))
+                    }
+                }
+            }
+            if iszero(done) {
+                // both finite and nonzero; a is normal unless both are subnormal
+                let fa := shr(sub(p, 1), absA)
+                let fb := shr(sub(p, 1), absB)
+                absA := or(and(absA, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fa, 0))) // significands
+                absB := or(and(absB, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fb, 0)))
+                fa := add(fa, iszero(fa))
+                fb := add(fb, iszero(fb))
+                e := sub(fb, add(shl(sub(sub(w, p), 1), 1), sub(p, 2))) // b's exponent
+                fa := sub(fa, fb) // the shift that aligns a to b
+                switch gt(fa, add(p, 2))
+                case 1 {
+                    // |b| < 2**(eA - 3), under a quarter of a's last place: a + b rounds to a
+                    r := a
+                    done := 1
+                }
+                default {
+                    m := shl(fa, absA)
+                    switch and(xor(a, b), sign)
+                    case 0 { m := add(m, absB) }
+                    default { m := sub(m, absB) }
+                    done := iszero(m)
+                    r := mul(and(a, sign), iszero(done)) // exact cancellation: +0 under round to nearest
+                }
+            }
         }
+        if (!done) r |= roundPack(m, e, w, p);
     }
 
     /// @notice IEEE-754 multiplication `a * b`, round to nearest even.
-    function mul(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256) {
-        unchecked {
-            uint256 sign = signBit(w);
-            uint256 s = (a ^ b) & sign;
-            a &= sign - 1;
-            b &= sign - 1;
+    function mul(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256 r) {
+        uint256 m;
+        int256 e;
+        bool done;
+        assembly ("memory-safe") {
+            r := and(xor(a, b), shl(sub(w, 1), 1)) // the sign
+            a := and(a, sub(shl(sub(w, 1), 1), 1))
+            b := and(b, sub(shl(sub(w, 1), 1), 1))
             {
-                uint256 inf = infBits(w, p);
-                if (a > inf || b > inf) return nanBits(w, p);
-                if (a == inf || b == inf) return (a == 0 || b == 0) ? nanBits(w, p) : s | inf;
-                if (a == 0 || b == 0) return s;
+                let inf := shl(sub(p, 1), sub(shl(sub(w, p), 1), 1))
+                done := or(or(iszero(a), iszero(b)), or(iszero(lt(a, inf)), iszero(lt(b, inf))))
+                if done {
+                    if or(eq(a, inf), eq(b, inf)) { r := or(r, inf) } // else a zero: r is ±0
+                    // NaN, or 0 * inf
+                    if or(or(gt(a, inf), gt(b, inf)), or(and(eq(a, inf), iszero(b)), and(eq(b, inf), iszero(a)))) {
+                        r := or(inf, shl(sub(p, 2), 1))
+                    }
+                }
             }
-            (uint256 mA, int256 eA) = unpack(a, w, p);
-            (uint256 mB, int256 eB) = unpack(b, w, p);
-            return s | roundPack(mA * mB, eA + eB, w, p); // the product is exact in 2p bits
+            if iszero(done) {
+                let fa := shr(sub(p, 1), a)
+                let fb := shr(sub(p, 1), b)
+                // the product of the significands is exact in 2p bits
+                m := mul(or(and(a, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fa, 0))),
+                         or(and(b, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fb, 0))))
+                e := sub(add(add(fa, iszero(fa)), add(fb, iszero(fb))), shl(1, add(shl(sub(sub(w, p), 1), 1), sub(p, 2))))
+            }
         }
+        if (!done) r |= roundPack(m, e, w, p);
     }
 
     /// @notice IEEE-754 division `a / b`, round to nearest even.
-    function div(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256) {
-        unchecked {
-            uint256 sign = signBit(w);
-            uint256 s = (a ^ b) & sign;
-            a &= sign - 1;
-            b &= sign - 1;
+    function div(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256 r) {
+        uint256 m;
+        int256 e;
+        bool done;
+        assembly ("memory-safe") {
+            r := and(xor(a, b), shl(sub(w, 1), 1)) // the sign
+            a := and(a, sub(shl(sub(w, 1), 1), 1))
+            b := and(b, sub(shl(sub(w, 1), 1), 1))
             {
-                uint256 inf = infBits(w, p);
-                if (a > inf || b > inf) return nanBits(w, p);
-                if (a == inf) return b == inf ? nanBits(w, p) : s | inf;
-                if (b == inf) return s;
-                if (b == 0) return a == 0 ? nanBits(w, p) : s | inf;
-                if (a == 0) return s;
+                let inf := shl(sub(p, 1), sub(shl(sub(w, p), 1), 1))
+                done := or(or(iszero(a), iszero(b)), or(iszero(lt(a, inf)), iszero(lt(b, inf))))
+                if done {
+                    if or(eq(a, inf), iszero(b)) { r := or(r, inf) } // inf / x, x / 0; else ±0
+                    // NaN, inf / inf, 0 / 0
+                    if or(or(gt(a, inf), gt(b, inf)), or(and(eq(a, inf), eq(b, inf)), iszero(or(a, b)))) {
+                        r := or(inf, shl(sub(p, 2), 1))
+                    }
+                }
             }
-            (uint256 mA, int256 e) = unpack(a, w, p);
-            (uint256 mB, int256 eB) = unpack(b, w, p);
-            e -= eB + 129;
-            // mA >= 1 and mB < 2**p: the quotient of mA * 2**128 has at least 128 - p >= p + 2
-            // bits; the remainder becomes a sticky bit below it
-            mA <<= 128;
-            uint256 q = mA / mB;
-            q = (q << 1) | (mA % mB == 0 ? 0 : 1);
-            return s | roundPack(q, e, w, p);
+            if iszero(done) {
+                let fa := shr(sub(p, 1), a)
+                let fb := shr(sub(p, 1), b)
+                e := sub(sub(add(fa, iszero(fa)), add(fb, iszero(fb))), 129)
+                // mA >= 1 and mB < 2**p: the quotient of mA * 2**128 has at least
+                // 128 - p >= p + 2 bits; the remainder becomes a sticky bit below it
+                a := shl(128, or(and(a, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fa, 0))))
+                b := or(and(b, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fb, 0)))
+                m := or(shl(1, div(a, b)), gt(mod(a, b), 0))
+            }
         }
+        if (!done) r |= roundPack(m, e, w, p);
     }
 
     /// @notice IEEE-754 square root, round to nearest even: √(-0) = -0, √(+inf) = +inf, the
     /// root of any other negative number is NaN.
     function sqrt(uint256 a, uint256 w, uint256 p) internal pure returns (uint256) {
         unchecked {
-            uint256 sign = signBit(w);
             uint256 inf = infBits(w, p);
-            if (a & (sign - 1) == 0 || a == inf) return a;
+            if (a & (signBit(w) - 1) == 0 || a == inf) return a;
             if (a > inf) return nanBits(w, p); // NaN, or any negative number
             (uint256 m, int256 e) = unpack(a, w, p);
-            if (e & 1 != 0) {
-                m <<= 1;
-                --e;
-            }
-            // m >= 1: m * 4**(p+2) has a root of at least p + 2 bits, plus a sticky bit
-            m <<= 2 * p + 4;
+            // an even exponent, then m * 4**(p+2): m >= 1, so the root has at least p + 2
+            // bits, and a sticky bit below them
+            uint256 odd = uint256(e & 1);
+            m <<= 2 * p + 4 + odd;
             uint256 r = isqrt(m);
             r = (r << 1) | (r * r == m ? 0 : 1);
-            return roundPack(r, e / 2 - int256(p) - 3, w, p);
+            return roundPack(r, (e - int256(odd)) / 2 - int256(p) - 3, w, p);
         }
     }
 
     /// @dev floor(√x) for x > 0: Newton's iteration from a power of two above the root
     /// decreases monotonically to the floor.
     function isqrt(uint256 x) internal pure returns (uint256 r) {
-        unchecked {
-            r = 1 << ((msb(x) >> 1) + 1);
-            uint256 next = (r + x / r) >> 1;
-            while (next < r) {
-                r = next;
-                next = (r + x / r) >> 1;
+        uint256 top = msb(x);
+        assembly ("memory-safe") {
+            r := shl(add(shr(1, top), 1), 1)
+            for { let next := shr(1, add(r, div(x, r))) } lt(next, r) { next := shr(1, add(r, div(x, r))) } {
+                r := next
             }
         }
     }
@@ -336,12 +394,21 @@ library FloatCore {
 
     // --- comparisons --------------------------------------------------------------------
 
-    /// @dev `a` as an integer with the order of the real line (±0 both 0); not for NaN.
-    function orderKey(uint256 a, uint256 w) internal pure returns (int256) {
-        unchecked {
-            uint256 sign = signBit(w);
-            int256 mag = int256(a & (sign - 1));
-            return a & sign == 0 ? mag : -mag;
+    /// @dev `a` and `b` as integers with the order of the real line (±0 both 0), and
+    /// whether either is a NaN (then the keys mean nothing).
+    function orderKeys(uint256 a, uint256 b, uint256 w, uint256 p)
+        internal
+        pure
+        returns (int256 ka, int256 kb, bool unordered)
+    {
+        assembly ("memory-safe") {
+            let sign := shl(sub(w, 1), 1)
+            let inf := shl(sub(p, 1), sub(shl(sub(w, p), 1), 1))
+            ka := and(a, sub(sign, 1))
+            kb := and(b, sub(sign, 1))
+            unordered := or(gt(ka, inf), gt(kb, inf))
+            if and(a, sign) { ka := sub(0, ka) }
+            if and(b, sign) { kb := sub(0, kb) }
         }
     }
 
@@ -354,37 +421,35 @@ library FloatCore {
 
     /// @notice IEEE `a == b` (false with a NaN; +0 == -0).
     function eq(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (bool) {
-        if (isNaN(a, w, p) || isNaN(b, w, p)) return false;
-        return orderKey(a, w) == orderKey(b, w);
+        (int256 ka, int256 kb, bool unordered) = orderKeys(a, b, w, p);
+        return !unordered && ka == kb;
     }
 
     /// @notice IEEE `a < b` (false with a NaN).
     function lt(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (bool) {
-        if (isNaN(a, w, p) || isNaN(b, w, p)) return false;
-        return orderKey(a, w) < orderKey(b, w);
+        (int256 ka, int256 kb, bool unordered) = orderKeys(a, b, w, p);
+        return !unordered && ka < kb;
     }
 
     /// @notice IEEE `a <= b` (false with a NaN).
     function le(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (bool) {
-        if (isNaN(a, w, p) || isNaN(b, w, p)) return false;
-        return orderKey(a, w) <= orderKey(b, w);
+        (int256 ka, int256 kb, bool unordered) = orderKeys(a, b, w, p);
+        return !unordered && ka <= kb;
     }
 
     /// @notice IEEE 754-2019 maximum: NaN if either is NaN (as torch.maximum, amax and
     /// clamp propagate it), and +0 above -0.
     function max(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256) {
-        if (isNaN(a, w, p) || isNaN(b, w, p)) return nanBits(w, p);
-        int256 ka = orderKey(a, w);
-        int256 kb = orderKey(b, w);
+        (int256 ka, int256 kb, bool unordered) = orderKeys(a, b, w, p);
+        if (unordered) return nanBits(w, p);
         if (ka == kb) return a & b; // equal, or ±0: the sign bit survives only if both have it
         return ka > kb ? a : b;
     }
 
     /// @notice IEEE 754-2019 minimum: NaN if either is NaN, and -0 below +0.
     function min(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256) {
-        if (isNaN(a, w, p) || isNaN(b, w, p)) return nanBits(w, p);
-        int256 ka = orderKey(a, w);
-        int256 kb = orderKey(b, w);
+        (int256 ka, int256 kb, bool unordered) = orderKeys(a, b, w, p);
+        if (unordered) return nanBits(w, p);
         if (ka == kb) return a | b;
         return ka < kb ? a : b;
     }
