@@ -3,19 +3,21 @@ pragma solidity ^0.8.28;
 
 import {Float32} from "../numerics/Float32.sol";
 import {Float64} from "../numerics/Float64.sol";
+import {ReproMath} from "../numerics/ReproMath.sol";
 
 /// @title FloatHarness
 /// @notice Test harness: evaluates one Float32/Float64 operation over a batch of operands in
 /// one call (tests/contracts/float_cases.py holds the same op table, in the same order), and
 /// measures each operation's gas (bench/float_gas.py).
 /// @dev Operands and results are raw bit patterns in uint256 words; integers are two's
-/// complement int256; booleans 0/1; frexp packs `mant | (exp + 2**15) << 64`.
+/// complement int256; booleans 0/1; frexp packs `mant | (exp + 2**15) << 64`; pow2_scales32
+/// takes (amax, bits) and packs `up | down << 32`; quantize32 takes (x, up | bits << 32).
 contract FloatHarness {
     /// @notice An op code past the table.
     error FloatHarnessUnknownOp(uint256 op);
 
     /// @notice How many op codes there are (0 is `noop`, the identity, for gas baselines).
-    uint256 public constant OP_COUNT = 40;
+    uint256 public constant OP_COUNT = 45;
 
     /// @notice `op` applied to `(a[i], b[i])` for every i (`b` may be empty for unary ops).
     function run(uint256 op, uint256[] calldata a, uint256[] calldata b) external pure returns (uint256[] memory out) {
@@ -87,6 +89,11 @@ contract FloatHarness {
         else if (op == 37) f = _int_to_f64_odd;
         else if (op == 38) f = _frexp64;
         else if (op == 39) f = _pow2_64;
+        else if (op == 40) f = _sqrt64_repro;
+        else if (op == 41) f = _exp64;
+        else if (op == 42) f = _log64;
+        else if (op == 43) f = _pow2_scales32;
+        else if (op == 44) f = _quantize32;
         else revert FloatHarnessUnknownOp(op);
     }
 
@@ -261,5 +268,26 @@ contract FloatHarness {
 
     function _pow2_64(uint256 a, uint256) private pure returns (uint256) {
         return Float64.pow2(int256(a));
+    }
+
+    function _sqrt64_repro(uint256 a, uint256) private pure returns (uint256) {
+        return ReproMath.sqrt64(uint64(a));
+    }
+
+    function _exp64(uint256 a, uint256) private pure returns (uint256) {
+        return ReproMath.exp64(uint64(a));
+    }
+
+    function _log64(uint256 a, uint256) private pure returns (uint256) {
+        return ReproMath.log64(uint64(a));
+    }
+
+    function _pow2_scales32(uint256 a, uint256 b) private pure returns (uint256) {
+        (uint32 up, uint32 down) = ReproMath.pow2Scales32(uint32(a), b);
+        return uint256(up) | (uint256(down) << 32);
+    }
+
+    function _quantize32(uint256 a, uint256 b) private pure returns (uint256) {
+        return ReproMath.quantize32(uint32(a), uint32(b), b >> 32);
     }
 }

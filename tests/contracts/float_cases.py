@@ -23,8 +23,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from truetrain.training.intgemm import _to_float64_odd
-from truetrain.training.repro_ops import pow2, sqrt32
+from truetrain.training.intgemm import _quantize_with, _to_float64_odd, pow2_scales
+from truetrain.training.repro_ops import exp64, log64, pow2, sqrt32, sqrt64
 
 
 @dataclass(frozen=True)
@@ -323,13 +323,87 @@ def _ops_for(f: Fmt, other: Fmt, tag: str) -> list[Op]:
     ]
 
 
+def _engine64(fn: Callable):
+    """A float64 engine routine (torch) on bit patterns."""
+    def ref(a, _b):
+        x = torch.from_numpy(as_float(np.array(a, dtype=object).astype(np.uint64), F64).copy())
+        return as_bits(fn(x).numpy(), F64)
+    return ref
+
+
+def _exp_operands(rng, n):
+    """Around exp's range ([-708, 709] and past both ends), small values, and edges."""
+    a = random_floats(rng, n, F64)
+    wide = rng.integers(0, 3, n) > 0
+    vals = np.where(rng.integers(0, 2, wide.sum()) == 0, rng.uniform(-760, 760, wide.sum()),
+                    rng.uniform(-1, 1, wide.sum()) * 2.0 ** rng.integers(-60, 4, wide.sum()))
+    a[wide] = as_bits(vals, F64)
+    a[:6] = as_bits(np.array([-708.0, 709.0, np.nextafter(-708.0, -1000), np.nextafter(709.0, 1000), 0.0, -0.0]), F64)
+    return a, None
+
+
+def _f32_tensor(words) -> torch.Tensor:
+    return torch.from_numpy(as_float(np.array([int(v) & 0xFFFFFFFF for v in words], dtype=object).astype(np.uint32),
+                                     F32).copy())
+
+
+def _f32_words(t: torch.Tensor) -> np.ndarray:
+    return t.view(torch.int32).numpy().astype(np.uint32).astype(object)
+
+
+def _scales_ref(a, b):
+    bits = np.array([int(v) for v in b])
+    amax = _f32_tensor(a)
+    out = np.empty(len(a), dtype=object)
+    for k in set(bits.tolist()):
+        up, down = pow2_scales(amax[torch.from_numpy(bits == k)], k)
+        out[bits == k] = _f32_words(up) | (_f32_words(down) << 32)
+    return out
+
+
+def _scales_operands(rng, n):
+    """Row maxima: magnitudes (``x.abs().amax()``), so the sign bit is clear, NaN included."""
+    return random_floats(rng, n, F32) & ~F32.sign, np.array([int(x) for x in rng.choice([13, 20], n)], dtype=object)
+
+
+def _quantize_ref(a, b):
+    x, up = _f32_tensor(a), _f32_tensor(b)
+    bits = np.array([int(v) >> 32 for v in b])
+    out = np.empty(len(a), dtype=object)
+    for k in set(bits.tolist()):
+        sel = torch.from_numpy(bits == k)
+        out[bits == k] = _f32_words(_quantize_with(x[sel], up[sel], k))
+    return out
+
+
+def _quantize_operands(rng, n):
+    """An element of a row and that row's scale (from a random maximum, 13 or 20 bits):
+    mostly within the maximum, some at it or beyond (clamped), a tenth edge values."""
+    amax, bits = _scales_operands(rng, n)
+    scales = _scales_ref(amax, bits)
+    with np.errstate(over="ignore", invalid="ignore"):  # signalling NaNs widen; 1.1 x the largest float32 is inf
+        m = _f32_tensor(amax).numpy().astype(np.float64)
+        x = np.where(np.isfinite(m), rng.uniform(-1.1, 1.1, n) * np.nan_to_num(m), rng.uniform(-1, 1, n))
+        x = np.where(rng.integers(0, 8, n) == 0, m, x)
+        a = as_bits(x.astype(np.float32), F32)
+    edge = rng.integers(0, 10, n) == 0
+    a[edge] = random_floats(rng, int(edge.sum()), F32)
+    words = np.array([(int(s) & 0xFFFFFFFF) | (int(k) << 32) for s, k in zip(scales, bits)], dtype=object)
+    return a, words
+
+
 #: The harness's op table, in its order (op code = index); 0 is the identity (gas baseline).
 OPS: list[Op] = ([Op("noop", lambda a, _b: np.array([int(x) for x in a], dtype=object),
                      lambda rng, n: (random_floats(rng, n, F64), None), None)]
                  + _ops_for(F32, F64, "32") + _ops_for(F64, F32, "64")
                  + [Op("int_to_f64_odd", _from_int_odd, _ints(F64.p, 1 << 62), F64),
                     Op("frexp64", _frexp, _unary(F64), None),
-                    Op("pow2_64", _pow2, _exponents, None)])
+                    Op("pow2_64", _pow2, _exponents, None),
+                    Op("sqrt64_repro", _engine64(sqrt64), _unary(F64), F64),
+                    Op("exp64", _engine64(exp64), _exp_operands, F64),
+                    Op("log64", _engine64(log64), _unary(F64), F64),
+                    Op("pow2_scales32", _scales_ref, _scales_operands, None),
+                    Op("quantize32", _quantize_ref, _quantize_operands, F32)])
 OP_CODES = {op.name: code for code, op in enumerate(OPS)}
 
 
