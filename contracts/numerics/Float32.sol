@@ -28,12 +28,12 @@ library Float32 {
 
     /// @notice `a * b`.
     function mul(uint32 a, uint32 b) internal pure returns (uint32) {
-        return uint32(FloatCore.mul(a, b, W, P));
+        return uint32(FloatCore.mulDiv(a, b, W, P, false));
     }
 
     /// @notice `a / b`.
     function div(uint32 a, uint32 b) internal pure returns (uint32) {
-        return uint32(FloatCore.div(a, b, W, P));
+        return uint32(FloatCore.mulDiv(a, b, W, P, true));
     }
 
     /// @notice The correctly rounded square root (the engine's `sqrt32`).

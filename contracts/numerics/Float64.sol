@@ -28,12 +28,12 @@ library Float64 {
 
     /// @notice `a * b`.
     function mul(uint64 a, uint64 b) internal pure returns (uint64) {
-        return uint64(FloatCore.mul(a, b, W, P));
+        return uint64(FloatCore.mulDiv(a, b, W, P, false));
     }
 
     /// @notice `a / b`.
     function div(uint64 a, uint64 b) internal pure returns (uint64) {
-        return uint64(FloatCore.div(a, b, W, P));
+        return uint64(FloatCore.mulDiv(a, b, W, P, true));
     }
 
     /// @notice The correctly rounded square root (IEEE; the engine's `sqrt64` is `ReproMath.sqrt64`).

@@ -184,8 +184,11 @@ library FloatCore {
         if (!done) r |= roundPack(m, e, w, p);
     }
 
-    /// @notice IEEE-754 multiplication `a * b`, round to nearest even.
-    function mul(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256 r) {
+    /// @notice IEEE-754 multiplication `a * b` (`quotient` false) or division `a / b`
+    /// (`quotient` true), round to nearest even.
+    /// @dev One body for both: division's specials are multiplication's with b's zero and
+    /// infinity swapped (a / 0 behaves as a * inf, a / inf as a * 0).
+    function mulDiv(uint256 a, uint256 b, uint256 w, uint256 p, bool quotient) internal pure returns (uint256 r) {
         uint256 m;
         int256 e;
         bool done;
@@ -197,9 +200,15 @@ library FloatCore {
                 let inf := shl(sub(p, 1), sub(shl(sub(w, p), 1), 1))
                 done := or(or(iszero(a), iszero(b)), or(iszero(lt(a, inf)), iszero(lt(b, inf))))
                 if done {
-                    if or(eq(a, inf), eq(b, inf)) { r := or(r, inf) } // else a zero: r is ±0
-                    // NaN, or 0 * inf
-                    if or(or(gt(a, inf), gt(b, inf)), or(and(eq(a, inf), iszero(b)), and(eq(b, inf), iszero(a)))) {
+                    let bInf := eq(b, inf) // b as a factor: for a quotient, 1/b
+                    let bZero := iszero(b)
+                    if quotient {
+                        bInf := bZero
+                        bZero := eq(b, inf)
+                    }
+                    if or(eq(a, inf), bInf) { r := or(r, inf) } // else a zero factor: r is ±0
+                    // NaN, 0 * inf, inf / inf, 0 / 0
+                    if or(or(gt(a, inf), gt(b, inf)), or(and(eq(a, inf), bZero), and(bInf, iszero(a)))) {
                         r := or(inf, shl(sub(p, 2), 1))
                     }
                 }
@@ -207,44 +216,22 @@ library FloatCore {
             if iszero(done) {
                 let fa := shr(sub(p, 1), a)
                 let fb := shr(sub(p, 1), b)
-                // the product of the significands is exact in 2p bits
-                m := mul(or(and(a, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fa, 0))),
-                         or(and(b, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fb, 0))))
-                e := sub(add(add(fa, iszero(fa)), add(fb, iszero(fb))), shl(1, add(shl(sub(sub(w, p), 1), 1), sub(p, 2))))
-            }
-        }
-        if (!done) r |= roundPack(m, e, w, p);
-    }
-
-    /// @notice IEEE-754 division `a / b`, round to nearest even.
-    function div(uint256 a, uint256 b, uint256 w, uint256 p) internal pure returns (uint256 r) {
-        uint256 m;
-        int256 e;
-        bool done;
-        assembly ("memory-safe") {
-            r := and(xor(a, b), shl(sub(w, 1), 1)) // the sign
-            a := and(a, sub(shl(sub(w, 1), 1), 1))
-            b := and(b, sub(shl(sub(w, 1), 1), 1))
-            {
-                let inf := shl(sub(p, 1), sub(shl(sub(w, p), 1), 1))
-                done := or(or(iszero(a), iszero(b)), or(iszero(lt(a, inf)), iszero(lt(b, inf))))
-                if done {
-                    if or(eq(a, inf), iszero(b)) { r := or(r, inf) } // inf / x, x / 0; else ±0
-                    // NaN, inf / inf, 0 / 0
-                    if or(or(gt(a, inf), gt(b, inf)), or(and(eq(a, inf), eq(b, inf)), iszero(or(a, b)))) {
-                        r := or(inf, shl(sub(p, 2), 1))
-                    }
-                }
-            }
-            if iszero(done) {
-                let fa := shr(sub(p, 1), a)
-                let fb := shr(sub(p, 1), b)
-                e := sub(sub(add(fa, iszero(fa)), add(fb, iszero(fb))), 129)
-                // mA >= 1 and mB < 2**p: the quotient of mA * 2**128 has at least
-                // 128 - p >= p + 2 bits; the remainder becomes a sticky bit below it
-                a := shl(128, or(and(a, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fa, 0))))
+                a := or(and(a, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fa, 0))) // significands
                 b := or(and(b, sub(shl(sub(p, 1), 1), 1)), shl(sub(p, 1), gt(fb, 0)))
-                m := or(shl(1, div(a, b)), gt(mod(a, b), 0))
+                fa := add(fa, iszero(fa))
+                fb := add(fb, iszero(fb))
+                switch quotient
+                case 0 {
+                    m := mul(a, b) // exact in 2p bits
+                    e := sub(add(fa, fb), shl(1, add(shl(sub(sub(w, p), 1), 1), sub(p, 2))))
+                }
+                default {
+                    // mA >= 1 and mB < 2**p: the quotient of mA * 2**128 has at least
+                    // 128 - p >= p + 2 bits; the remainder becomes a sticky bit below it
+                    a := shl(128, a)
+                    m := or(shl(1, div(a, b)), gt(mod(a, b), 0))
+                    e := sub(sub(fa, fb), 129)
+                }
             }
         }
         if (!done) r |= roundPack(m, e, w, p);
