@@ -262,6 +262,11 @@ class Op:
     gen: Callable  # (rng, n) -> (a, b or None)
     fmt: Fmt | None  # the result's float format (None: an integer or boolean result)
     canonical_nan: bool = True  # a NaN result must be the canonical pattern
+    gas: int = 2_500  # an upper bound on one case's gas (bench/float_gas.py), to size batches
+
+    def batch(self, largest: int, call_gas: int = 25_000_000) -> int:
+        """Cases per eth_call: ``largest``, or fewer where they would pass ``call_gas``."""
+        return max(1, min(largest, call_gas // self.gas))
 
 
 def _binary(f: Fmt):
@@ -338,7 +343,7 @@ def _exp_operands(rng, n):
     vals = np.where(rng.integers(0, 2, wide.sum()) == 0, rng.uniform(-760, 760, wide.sum()),
                     rng.uniform(-1, 1, wide.sum()) * 2.0 ** rng.integers(-60, 4, wide.sum()))
     a[wide] = as_bits(vals, F64)
-    a[:6] = as_bits(np.array([-708.0, 709.0, np.nextafter(-708.0, -1000), np.nextafter(709.0, 1000), 0.0, -0.0]), F64)
+    a[:min(n, 6)] = as_bits(np.array([-708.0, 709.0, np.nextafter(-708.0, -1000), np.nextafter(709.0, 1000), 0.0, -0.0]), F64)[:min(n, 6)]
     return a, None
 
 
@@ -399,11 +404,11 @@ OPS: list[Op] = ([Op("noop", lambda a, _b: np.array([int(x) for x in a], dtype=o
                  + [Op("int_to_f64_odd", _from_int_odd, _ints(F64.p, 1 << 62), F64),
                     Op("frexp64", _frexp, _unary(F64), None),
                     Op("pow2_64", _pow2, _exponents, None),
-                    Op("sqrt64_repro", _engine64(sqrt64), _unary(F64), F64),
-                    Op("exp64", _engine64(exp64), _exp_operands, F64),
-                    Op("log64", _engine64(log64), _unary(F64), F64),
+                    Op("sqrt64_repro", _engine64(sqrt64), _unary(F64), F64, gas=20_000),
+                    Op("exp64", _engine64(exp64), _exp_operands, F64, gas=45_000),
+                    Op("log64", _engine64(log64), _unary(F64), F64, gas=50_000),
                     Op("pow2_scales32", _scales_ref, _scales_operands, None),
-                    Op("quantize32", _quantize_ref, _quantize_operands, F32)])
+                    Op("quantize32", _quantize_ref, _quantize_operands, F32, gas=6_000)])
 OP_CODES = {op.name: code for code, op in enumerate(OPS)}
 
 
@@ -422,9 +427,11 @@ def mismatches(op: Op, a, b, got) -> list[str]:
 
 
 def check(call: Callable, op: Op, rng: np.random.Generator, n: int, batch: int) -> tuple[int, list[str]]:
-    """Generate ``n`` cases for ``op``, evaluate them in batches through ``call(code, a, b)``
-    (one eth_call each) and return ``(cases, mismatch lines)``."""
+    """Generate ``n`` cases for ``op``, evaluate them in batches of up to ``batch`` (fewer for
+    costly operations, :meth:`Op.batch`) through ``call(code, a, b)`` (one eth_call each) and
+    return ``(cases, mismatch lines)``."""
     a, b = op.gen(rng, n)
+    batch = op.batch(batch)
     code = OP_CODES[op.name]
     bad: list[str] = []
     for start in range(0, n, batch):
