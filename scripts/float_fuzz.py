@@ -4,7 +4,7 @@ FloatHarness, the same generators as ``make test``'s 2,000 a piece, another seed
 unless --seed is given), 4,000 a call on a fresh Anvil. Prints one line per operation and
 exits non-zero on any mismatch, listing the first ones.
 
-    .venv/bin/python scripts/float_fuzz.py                # 1,000,000+ cases (~2.5 min on 2 cores)
+    .venv/bin/python scripts/float_fuzz.py                # 1,000,000+ cases (~3-4 min on 2 cores)
     .venv/bin/python scripts/float_fuzz.py --cases 1000   # per operation
 """
 
