@@ -82,7 +82,7 @@ library JobBook {
         j.shards = p.shards;
         j.acceptWindow = p.acceptWindow;
         j.computeWindow = p.computeWindow;
-        j.revealWindow = p.revealWindow;
+        j.revealWindow = uint16(p.revealWindow); // ≤ MAX_REVEAL_WINDOW_BLOCKS (checked above)
         j.challengeWindow = p.challengeWindow;
         j.auditRateBps = p.auditRateBps;
         j.deviceClass = p.deviceClass;
@@ -100,7 +100,9 @@ library JobBook {
         j.manifestHash = p.manifestHash;
         j.checkpointHash = p.initialCheckpointHash;
         if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
-        if ((p.minFetchKiBps | p.maxRpcRttMs) != 0) (j.minFetchKiBps, j.maxRpcRttMs) = (p.minFetchKiBps, p.maxRpcRttMs);
+        if ((p.minFetchKiBps | p.maxRpcRttMs) != 0) {
+            (j.minFetchKiBps, j.maxRpcRttMs, j.networkTerms) = (p.minFetchKiBps, p.maxRpcRttMs, true);
+        }
         if (p.stages != 1) j.stages = p.stages;
         s.totalEscrow += uint128(escrow);
         s.jobsBySubmitter[msg.sender].push(jobId);

@@ -10,26 +10,34 @@ import {Escrow} from "./Escrow.sol";
 import {FutureRandomness} from "./FutureRandomness.sol";
 
 /// @notice A job as JobMarket stores it: IJobMarket.Job's fields (same names, same types, plus
-/// the offer ticket), ordered so that each task move touches as few slots as it can (a cold
-/// slot read costs 2,100 gas). `jobOf` rebuilds the interface's Job from it.
+/// the offer ticket and the network-terms flag; `revealWindow` is narrowed to uint16, which
+/// holds every window `JobBook.create` accepts, ≤ MAX_REVEAL_WINDOW_BLOCKS), ordered so that
+/// each task move touches as few slots as it can (a cold slot read costs 2,100 gas). `jobOf`
+/// rebuilds the interface's Job from it.
 /// slot 0, read by every task move (draw, accept, commit, reveal, finalize): status, shape,
-/// windows, audit rate and the draw's requirements; slot 1, read and written by a draw and a
-/// finalize: the round counters, the offer ticket and the collateral; slot 2, read by a draw
-/// (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize; slot 8, read
-/// by a draw: the network terms and the stage count.
+/// windows, audit rate, the stage count and the draw's requirements; slot 1, read and written
+/// by a draw and a finalize: the round counters, the offer ticket and the collateral; slot 2,
+/// read by a draw (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize;
+/// slot 8, read by a draw only when the job sets network terms (`networkTerms`), and by the
+/// pending queue.
 struct JobRecord {
     // slot 0
     IJobMarket.JobStatus status;
     uint32 shards;
     uint32 acceptWindow;
     uint32 computeWindow;
-    uint32 revealWindow;
+    uint16 revealWindow;
     uint32 challengeWindow;
     uint16 auditRateBps;
     uint8 deviceClass;
     uint32 memoryMiB;
     uint16 preferredRegion;
     uint16 checkpointLeaves;
+    /// @dev The stages a model is split into (0 and 1: not split): in slot 0, so that the
+    /// accept, finalize and draw of a task of an unsplit job read no other slot to learn it.
+    uint8 stages;
+    /// @dev Whether `minFetchKiBps` or `maxRpcRttMs` is set (slot 8 is read by a draw only then).
+    bool networkTerms;
     // slot 1
     uint32 currentRound;
     uint32 nextIndex;
@@ -56,11 +64,9 @@ struct JobRecord {
     bytes32 manifestHash;
     bytes32 checkpointHash;
     string checkpointCid;
-    // slot 8, read by every offer (one more cold read): the network terms, zero = none,
-    // and the stages a model is split into (0 and 1: not split)
+    // slot 8: the network terms (zero = none; read by an offer only when `networkTerms`)
     uint32 minFetchKiBps;
     uint32 maxRpcRttMs;
-    uint8 stages;
     /// @dev The first slot of the pending queue (tasks sent back, drawn first in, first out:
     /// `pending[jobId][pendingHead … pendingHead + pendingCount)`).
     uint32 pendingHead;
@@ -160,9 +166,9 @@ library TaskFlow {
         internal
         returns (bool)
     {
-        IWorkerPool.Requirements memory req = IWorkerPool.Requirements(
-            j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
-        );
+        IWorkerPool.Requirements memory req =
+            IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, 0, 0);
+        if (j.networkTerms) (req.minFetchKiBps, req.maxRpcRttMs) = (j.minFetchKiBps, j.maxRpcRttMs);
         bool staged = isStage(j, id);
         address worker = staged ? assignStage(s, d, req, seed, id, j.stages) : d.pool.assign(seed, req, false);
         if (worker == address(0)) return false;
