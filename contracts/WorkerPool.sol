@@ -190,7 +190,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         (drawn.total, drawn.capacity) = (_verifiers.total(), attempts);
         uint256 found;
         for (uint256 i = 0; i < attempts && found < size && drawn.removed < drawn.total; ++i) {
-            (address candidate,) = _drawExcluding(_verifiers, drawn, uint256(keccak256(abi.encode(seed, i))));
+            (address candidate,) = _drawExcluding(_verifiers, drawn, _attempt(seed, i));
             if (candidate == alsoExclude) continue;
             if (_eligible(candidate, req, true).ok) seated[found++] = candidate;
         }
@@ -316,7 +316,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
         Drawn memory drawn;
         (drawn.total, drawn.capacity) = (tree.total(), MAX_DRAW_ATTEMPTS);
         for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS && drawn.removed < drawn.total; ++i) {
-            uint256 random = uint256(keccak256(abi.encode(seed, i)));
+            uint256 random = _attempt(seed, i);
             (address candidate, uint256 stored) = _drawExcluding(tree, drawn, random);
             Candidate memory c = _eligible(candidate, req, verifier);
             if (c.stale) {
@@ -341,6 +341,16 @@ contract WorkerPool is AccessControl, IWorkerPool {
             assembly ("memory-safe") {
                 mstore(stale, staleCount)
             }
+        }
+    }
+
+    /// @dev The random of a draw's attempt `i`: keccak256(abi.encode(seed, i)), hashed in the
+    /// scratch space (no memory allocated per attempt).
+    function _attempt(bytes32 seed, uint256 i) private pure returns (uint256 random) {
+        assembly ("memory-safe") {
+            mstore(0x00, seed)
+            mstore(0x20, i)
+            random := keccak256(0x00, 0x40)
         }
     }
 

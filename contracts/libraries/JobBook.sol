@@ -2,6 +2,7 @@
 pragma solidity ^0.8.28;
 
 import {IJobMarket} from "../interfaces/IJobMarket.sol";
+import {IWorkerPool} from "../interfaces/IWorkerPool.sol";
 import {IIdentityRegistry, ROLE_SUBMITTER, MAX_FETCH_KIBPS, MAX_RPC_RTT_MS} from "../interfaces/IIdentityRegistry.sol";
 import {TaskIds} from "./TaskIds.sol";
 import {Escrow} from "./Escrow.sol";
@@ -195,18 +196,22 @@ library JobBook {
             return (0, 0);
         }
         bytes32 base = TaskFlow.offerBase(j, jobId);
+        IWorkerPool.Requirements memory req = TaskFlow.requirements(j);
         uint8 outcome;
         for (; drawn < count; ++drawn) {
             uint256 id;
-            (id, outcome) = TaskFlow.drawNext(s, d, j, jobId, base, ticket);
+            (id, outcome) = TaskFlow.drawNext(s, d, j, req, jobId, base, ticket);
             if (outcome != TaskFlow.DRAWN) {
                 if (drawn == 0 && outcome == TaskFlow.NO_ELIGIBLE_WORKER) revert IJobMarket.JobNoEligibleWorker(jobId, id);
                 break;
             }
             if (drawn == 0) first = id;
         }
+        // NO_ELIGIBLE_WORKER (after a draw) leaves its task drawable: the ticket stays.
         if (outcome == TaskFlow.WAIT_FOR_TICKET) TaskFlow.requestOffers(d, j, jobId);
-        else if (outcome == TaskFlow.NOTHING_TO_DRAW || !TaskFlow.hasDrawable(j)) j.offerTicket = 0;
+        else if (outcome == TaskFlow.NOTHING_TO_DRAW || (outcome == TaskFlow.DRAWN && !TaskFlow.hasDrawable(j))) {
+            j.offerTicket = 0;
+        }
     }
 
     /// @notice See TaskFlow.stageBlocker (JobMarket.finalize of a stage task).
