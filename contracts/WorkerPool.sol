@@ -43,12 +43,14 @@ contract WorkerPool is AccessControl, IWorkerPool {
     SortitionSumTree.Tree private _workers;
     SortitionSumTree.Tree private _verifiers;
     mapping(address account => Member) private _members;
-    /// @dev The earliest ticket requested in an epoch, at the epoch's parity (a ticket names
-    /// its epoch, and requests reach at most into the next epoch, so two slots per tree hold
-    /// every live hold and a new epoch's first hold rewrites a used slot instead of filling a
-    /// new one): from the block after it to the epoch's end, the tree is held. Slots 0 and 1:
-    /// the verifier tree (holdDraws); 2 and 3: the worker tree (holdOffers). One storage slot.
-    uint64[4] private _held;
+    /// @dev Held tickets: each tree's `tag` (in the tree's header slot, which a weight change
+    /// reads anyway) holds, for each epoch parity, the earliest ticket requested in an epoch of
+    /// that parity (40 bits each, the even epoch's in the low bits): a ticket names its epoch,
+    /// and requests reach at most into the next epoch, so two tickets per tree hold every live
+    /// hold and a new epoch's first hold rewrites a used one. From the block after the ticket to
+    /// the epoch's end, the tree is held. The verifier tree's holds come from holdDraws, the
+    /// worker tree's from holdOffers.
+    uint256 private constant HELD_BITS = 40;
 
     /// @param registry_ the IdentityRegistry (roles, capability, liveness, reputation)
     /// @param stakeManager_ the StakeManager (free stake, collateral locks; grant this pool MARKET_ROLE there)
@@ -108,37 +110,38 @@ contract WorkerPool is AccessControl, IWorkerPool {
 
     /// @inheritdoc IWorkerPool
     function verifiersHeld() public view returns (bool) {
-        return _isHeld(true);
+        return _isHeld(_verifiers);
     }
 
     /// @inheritdoc IWorkerPool
     function workersHeld() public view returns (bool) {
-        return _isHeld(false);
+        return _isHeld(_workers);
     }
 
     function _hold(uint64 ticket, bool verifier) private {
         uint256 epoch = FutureRandomness.epochOf(ticket);
-        uint64 held = _heldTicket(epoch, verifier);
+        SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
+        uint80 tag = tree.tag;
+        uint256 held = _heldTicket(tag, epoch);
         if (held != 0 && held <= ticket) return;
-        _held[_slot(epoch, verifier)] = ticket;
+        // A ticket is a block number: below 2^40 for 17,000 years of 0.5 s blocks.
+        if (ticket >> HELD_BITS != 0) revert FutureRandomness.RandomnessUnavailable(ticket);
+        uint256 shift = (epoch & 1) * HELD_BITS;
+        tree.tag = uint80((tag & ~(uint256(type(uint40).max) << shift)) | (uint256(ticket) << shift));
         if (verifier) emit DrawsHeld(epoch, ticket);
         else emit OffersHeld(epoch, ticket);
     }
 
-    function _isHeld(bool verifier) private view returns (bool) {
-        uint64 held = _heldTicket(FutureRandomness.epochOf(block.number), verifier);
+    function _isHeld(SortitionSumTree.Tree storage tree) private view returns (bool) {
+        uint256 held = _heldTicket(tree.tag, FutureRandomness.epochOf(block.number));
         return held != 0 && held < block.number;
     }
 
-    /// @dev The first ticket held in `epoch` for a tree, 0 when none (its parity slot is
-    /// empty or holds another epoch's ticket).
-    function _heldTicket(uint256 epoch, bool verifier) private view returns (uint64 held) {
-        held = _held[_slot(epoch, verifier)];
+    /// @dev The first ticket held in `epoch` by a tree whose tag is `tag`, 0 when none (its
+    /// parity's bits are empty or hold another epoch's ticket).
+    function _heldTicket(uint80 tag, uint256 epoch) private pure returns (uint256 held) {
+        held = (uint256(tag) >> ((epoch & 1) * HELD_BITS)) & type(uint40).max;
         if (held != 0 && FutureRandomness.epochOf(held) != epoch) held = 0;
-    }
-
-    function _slot(uint256 epoch, bool verifier) private pure returns (uint256) {
-        return (verifier ? 0 : 2) + (epoch & 1);
     }
 
     /// @inheritdoc IWorkerPool
@@ -183,10 +186,11 @@ contract WorkerPool is AccessControl, IWorkerPool {
         seated = new address[](size);
         // Every draw leaves out the intervals of the members drawn before it: nobody is drawn
         // twice, and the committee fills in `size` draws when everyone drawn is eligible.
-        Drawn memory drawn = Drawn(_verifiers.total(), 0, new uint256[](attempts), new uint256[](attempts), 0, address(0), 0);
+        Drawn memory drawn;
+        (drawn.total, drawn.capacity) = (_verifiers.total(), attempts);
         uint256 found;
         for (uint256 i = 0; i < attempts && found < size && drawn.removed < drawn.total; ++i) {
-            (address candidate,) = _drawExcluding(_verifiers, drawn, uint256(keccak256(abi.encode(seed, i))));
+            (address candidate,) = _drawExcluding(_verifiers, drawn, _attempt(seed, i));
             if (candidate == alsoExclude) continue;
             if (_eligible(candidate, req, true).ok) seated[found++] = candidate;
         }
@@ -273,7 +277,7 @@ contract WorkerPool is AccessControl, IWorkerPool {
             verifier ? (_verifiers, ROLE_VERIFIER, VERIFIER_DEFERRED) : (_workers, ROLE_WORKER, WORKER_DEFERRED);
         uint256 w = roles & role != 0 ? base : 0;
         bool changed = tree.weightOf(account) != w;
-        if (changed && _isHeld(verifier)) {
+        if (changed && _isHeld(tree)) {
             // INVARIANT: no weight of a held tree moves between a draw's ticket and its settlement.
             // A member already marked changes nothing here (its refresh computes the weight
             // anew), so only the marking is announced.
@@ -309,10 +313,10 @@ contract WorkerPool is AccessControl, IWorkerPool {
     {
         SortitionSumTree.Tree storage tree = verifier ? _verifiers : _workers;
         uint256 staleCount; // `stale` is allocated at the first stale candidate (rare)
-        Drawn memory drawn =
-            Drawn(tree.total(), 0, new uint256[](MAX_DRAW_ATTEMPTS), new uint256[](MAX_DRAW_ATTEMPTS), 0, address(0), 0);
+        Drawn memory drawn;
+        (drawn.total, drawn.capacity) = (tree.total(), MAX_DRAW_ATTEMPTS);
         for (uint256 i = 0; i < MAX_DRAW_ATTEMPTS && drawn.removed < drawn.total; ++i) {
-            uint256 random = uint256(keccak256(abi.encode(seed, i)));
+            uint256 random = _attempt(seed, i);
             (address candidate, uint256 stored) = _drawExcluding(tree, drawn, random);
             Candidate memory c = _eligible(candidate, req, verifier);
             if (c.stale) {
@@ -340,13 +344,28 @@ contract WorkerPool is AccessControl, IWorkerPool {
         }
     }
 
-    /// @dev The verifier tree intervals a committee draw has taken so far, sorted by start.
+    /// @dev The random of a draw's attempt `i`: keccak256(abi.encode(seed, i)), hashed in the
+    /// scratch space (no memory allocated per attempt).
+    function _attempt(bytes32 seed, uint256 i) private pure returns (uint256 random) {
+        assembly ("memory-safe") {
+            mstore(0x00, seed)
+            mstore(0x20, i)
+            random := keccak256(0x00, 0x40)
+        }
+    }
+
+    /// @dev The tree intervals a draw has taken so far: those of the candidates before the
+    /// last, sorted by start, and the last one's (kept aside until another candidate is drawn,
+    /// so that a draw whose first candidate is taken allocates no arrays).
     struct Drawn {
         uint256 total;
-        uint256 removed;
-        uint256[] starts;
+        uint256 removed; // the width of every interval taken, the last one's included
+        uint256[] starts; // allocated (`capacity` long) when a second candidate is drawn
         uint256[] widths;
-        uint256 count;
+        uint256 count; // intervals in `starts` and `widths`
+        uint256 capacity; // the most candidates the draw takes
+        uint256 lastStart; // the last candidate's interval (lastWidth 0: none yet)
+        uint256 lastWidth;
         address rejected; // the first worker candidate the rejection step passed over
         uint256 rejectedLimit; // its concurrency limit
     }
@@ -358,19 +377,26 @@ contract WorkerPool is AccessControl, IWorkerPool {
         view
         returns (address candidate, uint256 stored)
     {
+        if (d.lastWidth != 0) _takeOut(d, d.lastStart, d.lastWidth);
         uint256 target = random % (d.total - d.removed);
-        uint256 at = 0;
-        for (; at < d.count && target >= d.starts[at]; ++at) {
+        for (uint256 at = 0; at < d.count && target >= d.starts[at]; ++at) {
             target += d.widths[at];
         }
         uint256 start;
         (candidate, stored, start) = tree.drawAt(target);
-        for (uint256 k = d.count; k > at; --k) {
-            (d.starts[k], d.widths[k]) = (d.starts[k - 1], d.widths[k - 1]);
-        }
-        (d.starts[at], d.widths[at]) = (start, stored);
-        d.count += 1;
+        (d.lastStart, d.lastWidth) = (start, stored);
         d.removed += stored;
+    }
+
+    /// @dev Insert interval [start, start + width) into `d`'s sorted intervals (it overlaps none).
+    function _takeOut(Drawn memory d, uint256 start, uint256 width) private pure {
+        if (d.count == 0) (d.starts, d.widths) = (new uint256[](d.capacity), new uint256[](d.capacity));
+        uint256 at = d.count;
+        for (; at > 0 && d.starts[at - 1] > start; --at) {
+            (d.starts[at], d.widths[at]) = (d.starts[at - 1], d.widths[at - 1]);
+        }
+        (d.starts[at], d.widths[at]) = (start, width);
+        d.count += 1;
     }
 
     /// @dev What a draw learns of a candidate: whether it may be drawn now, whether it is in

@@ -2,6 +2,7 @@
 pragma solidity ^0.8.28;
 
 import {IJobMarket} from "../interfaces/IJobMarket.sol";
+import {IWorkerPool} from "../interfaces/IWorkerPool.sol";
 import {IIdentityRegistry, ROLE_SUBMITTER, MAX_FETCH_KIBPS, MAX_RPC_RTT_MS} from "../interfaces/IIdentityRegistry.sol";
 import {TaskIds} from "./TaskIds.sol";
 import {Escrow} from "./Escrow.sol";
@@ -82,7 +83,7 @@ library JobBook {
         j.shards = p.shards;
         j.acceptWindow = p.acceptWindow;
         j.computeWindow = p.computeWindow;
-        j.revealWindow = p.revealWindow;
+        j.revealWindow = uint16(p.revealWindow); // ≤ MAX_REVEAL_WINDOW_BLOCKS (checked above)
         j.challengeWindow = p.challengeWindow;
         j.auditRateBps = p.auditRateBps;
         j.deviceClass = p.deviceClass;
@@ -100,7 +101,9 @@ library JobBook {
         j.manifestHash = p.manifestHash;
         j.checkpointHash = p.initialCheckpointHash;
         if (bytes(p.initialCheckpointCid).length != 0) j.checkpointCid = p.initialCheckpointCid;
-        if ((p.minFetchKiBps | p.maxRpcRttMs) != 0) (j.minFetchKiBps, j.maxRpcRttMs) = (p.minFetchKiBps, p.maxRpcRttMs);
+        if ((p.minFetchKiBps | p.maxRpcRttMs) != 0) {
+            (j.minFetchKiBps, j.maxRpcRttMs, j.networkTerms) = (p.minFetchKiBps, p.maxRpcRttMs, true);
+        }
         if (p.stages != 1) j.stages = p.stages;
         s.totalEscrow += uint128(escrow);
         s.jobsBySubmitter[msg.sender].push(jobId);
@@ -193,18 +196,22 @@ library JobBook {
             return (0, 0);
         }
         bytes32 base = TaskFlow.offerBase(j, jobId);
+        IWorkerPool.Requirements memory req = TaskFlow.requirements(j);
         uint8 outcome;
         for (; drawn < count; ++drawn) {
             uint256 id;
-            (id, outcome) = TaskFlow.drawNext(s, d, j, jobId, base, ticket);
+            (id, outcome) = TaskFlow.drawNext(s, d, j, req, jobId, base, ticket);
             if (outcome != TaskFlow.DRAWN) {
                 if (drawn == 0 && outcome == TaskFlow.NO_ELIGIBLE_WORKER) revert IJobMarket.JobNoEligibleWorker(jobId, id);
                 break;
             }
             if (drawn == 0) first = id;
         }
+        // NO_ELIGIBLE_WORKER (after a draw) leaves its task drawable: the ticket stays.
         if (outcome == TaskFlow.WAIT_FOR_TICKET) TaskFlow.requestOffers(d, j, jobId);
-        else if (outcome == TaskFlow.NOTHING_TO_DRAW || !TaskFlow.hasDrawable(j)) j.offerTicket = 0;
+        else if (outcome == TaskFlow.NOTHING_TO_DRAW || (outcome == TaskFlow.DRAWN && !TaskFlow.hasDrawable(j))) {
+            j.offerTicket = 0;
+        }
     }
 
     /// @notice See TaskFlow.stageBlocker (JobMarket.finalize of a stage task).

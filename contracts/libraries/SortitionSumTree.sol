@@ -11,7 +11,7 @@ pragma solidity ^0.8.28;
 /// Layout, chosen for cheap draws (a cold storage read costs 2,100 gas, far more than the
 /// arithmetic): weights are uint128 and the non-root nodes are packed two to a slot, so the
 /// K = 4 children of a node fill exactly two slots, and a draw reads one or two slots per
-/// level. The root (the total) and the node count share the header slot.
+/// level. The root (the total), the node count and the owner's `tag` share the header slot.
 ///
 /// Removing a member zeroes its leaf and remembers the slot in `vacant`; the next insert
 /// reuses it, so the tree never grows beyond the largest number of members it ever held.
@@ -40,8 +40,14 @@ library SortitionSumTree {
     struct Tree {
         /// @dev The root's value: the sum of all weights.
         uint128 totalWeight;
-        /// @dev Number of nodes including the root (0 before the first insert).
-        uint128 nodesUsed;
+        /// @dev Number of nodes including the root (0 before the first insert). 48 bits: an
+        /// insert appends at most two nodes and writes fresh storage (> 40,000 gas), so 2^48
+        /// nodes would take > 5 × 10^18 gas of inserts.
+        uint48 nodesUsed;
+        /// @dev The tree owner's own bits, in the header slot that every weight change and
+        /// every draw reads anyway (WorkerPool keeps its draw holds here, so that checking
+        /// them costs no extra cold read). The library never reads or writes them.
+        uint80 tag;
         /// @dev Number of members with a nonzero weight.
         uint256 memberCount;
         /// @dev Non-root node j (j >= 1) lives in pairs[(j - 1) / 2]: low 128 bits when j is
@@ -177,7 +183,7 @@ library SortitionSumTree {
                 tree.idAt[index] = moved;
                 index += 1;
             }
-            tree.nodesUsed = uint128(index + 1);
+            tree.nodesUsed = uint48(index + 1);
         }
         tree.indexOf[id] = index;
         tree.idAt[index] = id;

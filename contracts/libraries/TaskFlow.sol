@@ -10,26 +10,34 @@ import {Escrow} from "./Escrow.sol";
 import {FutureRandomness} from "./FutureRandomness.sol";
 
 /// @notice A job as JobMarket stores it: IJobMarket.Job's fields (same names, same types, plus
-/// the offer ticket), ordered so that each task move touches as few slots as it can (a cold
-/// slot read costs 2,100 gas). `jobOf` rebuilds the interface's Job from it.
+/// the offer ticket and the network-terms flag; `revealWindow` is narrowed to uint16, which
+/// holds every window `JobBook.create` accepts, ≤ MAX_REVEAL_WINDOW_BLOCKS), ordered so that
+/// each task move touches as few slots as it can (a cold slot read costs 2,100 gas). `jobOf`
+/// rebuilds the interface's Job from it.
 /// slot 0, read by every task move (draw, accept, commit, reveal, finalize): status, shape,
-/// windows, audit rate and the draw's requirements; slot 1, read and written by a draw and a
-/// finalize: the round counters, the offer ticket and the collateral; slot 2, read by a draw
-/// (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize; slot 8, read
-/// by a draw: the network terms and the stage count.
+/// windows, audit rate, the stage count and the draw's requirements; slot 1, read and written
+/// by a draw and a finalize: the round counters, the offer ticket and the collateral; slot 2,
+/// read by a draw (expiry) and a finalize (reward, compute); slot 3 and 4, read by a finalize;
+/// slot 8, read by a draw only when the job sets network terms (`networkTerms`), and by the
+/// pending queue.
 struct JobRecord {
     // slot 0
     IJobMarket.JobStatus status;
     uint32 shards;
     uint32 acceptWindow;
     uint32 computeWindow;
-    uint32 revealWindow;
+    uint16 revealWindow;
     uint32 challengeWindow;
     uint16 auditRateBps;
     uint8 deviceClass;
     uint32 memoryMiB;
     uint16 preferredRegion;
     uint16 checkpointLeaves;
+    /// @dev The stages a model is split into (0 and 1: not split): in slot 0, so that the
+    /// accept, finalize and draw of a task of an unsplit job read no other slot to learn it.
+    uint8 stages;
+    /// @dev Whether `minFetchKiBps` or `maxRpcRttMs` is set (slot 8 is read by a draw only then).
+    bool networkTerms;
     // slot 1
     uint32 currentRound;
     uint32 nextIndex;
@@ -56,11 +64,9 @@ struct JobRecord {
     bytes32 manifestHash;
     bytes32 checkpointHash;
     string checkpointCid;
-    // slot 8, read by every offer (one more cold read): the network terms, zero = none,
-    // and the stages a model is split into (0 and 1: not split)
+    // slot 8: the network terms (zero = none; read by an offer only when `networkTerms`)
     uint32 minFetchKiBps;
     uint32 maxRpcRttMs;
-    uint8 stages;
     /// @dev The first slot of the pending queue (tasks sent back, drawn first in, first out:
     /// `pending[jobId][pendingHead … pendingHead + pendingCount)`).
     uint32 pendingHead;
@@ -138,8 +144,13 @@ library TaskFlow {
 
     /// @dev The seed of task `id`'s offer from a ticket's base. A task is drawn from one ticket
     /// at most once (one sent back waits for a later ticket), so no two offers share a seed.
-    function offerSeed(bytes32 base, uint256 id) internal pure returns (bytes32) {
-        return keccak256(abi.encode(base, id));
+    function offerSeed(bytes32 base, uint256 id) internal pure returns (bytes32 seed) {
+        assembly ("memory-safe") {
+            // keccak256(abi.encode(base, id)), hashed in the scratch space
+            mstore(0x00, base)
+            mstore(0x20, id)
+            seed := keccak256(0x00, 0x40)
+        }
     }
 
     /// @dev Ask for the job's next offer ticket and hold the worker tree from it to the end of
@@ -156,18 +167,35 @@ library TaskFlow {
     /// @dev Offer task `id` to a worker drawn from the pool by `seed`, never `exclude` (the
     /// worker that failed it), and for a stage task never a worker of another stage of its
     /// group. Returns false when none is eligible.
-    function offer(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 id, address exclude, bytes32 seed)
-        internal
-        returns (bool)
-    {
-        IWorkerPool.Requirements memory req = IWorkerPool.Requirements(
-            j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, exclude, j.minFetchKiBps, j.maxRpcRttMs
-        );
+    function offer(
+        MarketStore storage s,
+        MarketDeps memory d,
+        JobRecord storage j,
+        IWorkerPool.Requirements memory req,
+        uint256 id,
+        address exclude,
+        bytes32 seed
+    ) internal returns (bool) {
+        req.exclude = exclude;
         bool staged = isStage(j, id);
-        address worker = staged ? assignStage(s, d, req, seed, id, j.stages) : d.pool.assign(seed, req, false);
+        address worker = staged
+            ? assignStage(s, d, _copy(req), seed, id, j.stages) // assignStage adjusts its copy
+            : d.pool.assign(seed, req, false);
         if (worker == address(0)) return false;
         _offered(s, j, id, worker, staged);
         return true;
+    }
+
+    /// @dev The job's draw requirements (`exclude` unset): a batch reads them once for all its offers.
+    function requirements(JobRecord storage j) internal view returns (IWorkerPool.Requirements memory req) {
+        req = IWorkerPool.Requirements(j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0), 0, 0);
+        if (j.networkTerms) (req.minFetchKiBps, req.maxRpcRttMs) = (j.minFetchKiBps, j.maxRpcRttMs);
+    }
+
+    function _copy(IWorkerPool.Requirements memory r) private pure returns (IWorkerPool.Requirements memory) {
+        return IWorkerPool.Requirements(
+            r.deviceClass, r.memoryMiB, r.preferredRegion, r.collateral, r.exclude, r.minFetchKiBps, r.maxRpcRttMs
+        );
     }
 
     /// @dev Record task `id`'s offer to `worker` (and align its group's deadlines).
@@ -289,20 +317,25 @@ library TaskFlow {
         }
     }
 
-    /// @dev Offer the job's next task from random base `base` of ticket `ticket` (the caller
-    /// checked that the job is Active and not past its expiry): tasks sent back first (a
-    /// queue, oldest first; all belong to the current round), never to the worker that failed
-    /// them (kept in `worker` while Pending), and only those sent back by the ticket's block
-    /// (a Pending task's `deadline` is the block it came back in): the first one sent back
-    /// later, and all behind it, wait for the next ticket; then the round's next shard; then
-    /// its aggregation task, once every shard task of the round is finalized. Changes nothing
-    /// when it returns NOTHING_TO_DRAW, NO_ELIGIBLE_WORKER or WAIT_FOR_TICKET (nothing left
-    /// for this ticket, but tasks sent back since wait for the next); a batch stops there
-    /// and keeps what it drew.
-    function drawNext(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, bytes32 base, uint64 ticket)
-        internal
-        returns (uint256 id, uint8 outcome)
-    {
+    /// @dev Offer the job's next task, under the job's `requirements` `req`, from random base
+    /// `base` of ticket `ticket` (the caller checked that the job is Active and not past its
+    /// expiry): tasks sent back first (a queue, oldest first; all belong to the current round),
+    /// never to the worker that failed them (kept in `worker` while Pending), and only those sent
+    /// back by the ticket's block (a Pending task's `deadline` is the block it came back in): the
+    /// first one sent back later, and all behind it, wait for the next ticket; then the round's
+    /// next shard; then its aggregation task, once every shard task of the round is finalized.
+    /// Changes nothing when it returns NOTHING_TO_DRAW, NO_ELIGIBLE_WORKER or WAIT_FOR_TICKET
+    /// (nothing left for this ticket, but tasks sent back since wait for the next); a batch stops
+    /// there and keeps what it drew.
+    function drawNext(
+        MarketStore storage s,
+        MarketDeps memory d,
+        JobRecord storage j,
+        IWorkerPool.Requirements memory req,
+        uint256 jobId,
+        bytes32 base,
+        uint64 ticket
+    ) internal returns (uint256 id, uint8 outcome) {
         uint32 pendingCount = j.pendingCount;
         if (pendingCount != 0) {
             uint32 head = j.pendingHead;
@@ -310,7 +343,7 @@ library TaskFlow {
             IJobMarket.Task storage t = s.tasks[id];
             // INVARIANT: no offer is drawn from a hash that was public when its task became drawable.
             if (t.deadline <= ticket) {
-                if (!offer(s, d, j, id, t.worker, offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
+                if (!offer(s, d, j, req, id, t.worker, offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
                 j.pendingHead = head + 1;
                 j.pendingCount = pendingCount - 1;
                 return (id, DRAWN);
@@ -323,7 +356,7 @@ library TaskFlow {
             return (id, pendingCount != 0 ? WAIT_FOR_TICKET : NOTHING_TO_DRAW);
         }
         id = TaskIds.encode(jobId, j.currentRound, next);
-        if (!offer(s, d, j, id, address(0), offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
+        if (!offer(s, d, j, req, id, address(0), offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
         j.nextIndex = next + 1;
     }
 
