@@ -12,6 +12,7 @@
  * (every value depends on its own row only, so the split does not change a bit).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 
@@ -269,4 +270,96 @@ void tt_column_sums(const float *v, int64_t rows, int64_t cols, int64_t lo, int6
         }
         for (int64_t j = 0; j < w; j++) up[j0 + j] = acc[j];
     }
+}
+
+/* The chains above split over `nt` OpenMP threads (torch's thread count; torch's own libgomp),
+ * in chunks of rows or values: each value depends on its own row only, so no bit changes.
+ * Each thread has its own scratch row. Return 0, or -1 when scratch memory is short. */
+#define CHUNK(total, per) (((total) + (per) - 1) / (per))
+
+void tt_gelu_slope_mt(const float *x, int64_t n, const double *table, int deg, const double *coeffs,
+                      double inv_sqrt2, double inv_sqrt_2pi, float *out, double *slope, int nt) {
+    const int64_t per = 16 * BLK;
+    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n > per)
+    for (int64_t c = 0; c < CHUNK(n, per); c++)
+        tt_gelu_slope(x, c * per, (c + 1) * per < n ? (c + 1) * per : n, table, deg, coeffs, inv_sqrt2,
+                      inv_sqrt_2pi, out, slope);
+}
+
+void tt_times_slope_mt(const float *g, const double *slope, int64_t n, float *out, int nt) {
+    const int64_t per = 64 * BLK;
+    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n > per)
+    for (int64_t c = 0; c < CHUNK(n, per); c++)
+        tt_times_slope(g, slope, c * per, (c + 1) * per < n ? (c + 1) * per : n, out);
+}
+
+int tt_softmax_causal_mt(const float *s, int64_t rows, int64_t t, int k, const double *coeffs, float *out, int nt) {
+    int failed = 0;
+    #pragma omp parallel num_threads(nt) if (nt > 1 && rows > 1)
+    {
+        double *e = malloc(sizeof(double) * (size_t)(t > 0 ? t : 1));
+        if (!e) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            if (e) tt_softmax_causal(s, r, r + 1, t, k, coeffs, e, out);
+        free(e);
+    }
+    return failed ? -1 : 0;
+}
+
+int tt_softmax_backward_mt(const float *p, const float *dp, int64_t rows, int64_t t, int64_t width, float scale,
+                           float *out, int nt) {
+    int failed = 0;
+    #pragma omp parallel num_threads(nt) if (nt > 1 && rows > 1)
+    {
+        double *e = malloc(sizeof(double) * (size_t)width);
+        if (!e) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            if (e) tt_softmax_backward(p, dp, r, r + 1, t, width, scale, e, out);
+        free(e);
+    }
+    return failed ? -1 : 0;
+}
+
+int tt_ln_forward_mt(const float *x, int64_t rows, int64_t n, int64_t width, const float *w, const float *b,
+                     double eps, float *y, double *xhat, double *rstd, int nt) {
+    int failed = 0;
+    #pragma omp parallel num_threads(nt) if (nt > 1 && rows > 1)
+    {
+        double *buf = malloc(sizeof(double) * (size_t)width);
+        if (!buf) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            if (buf) tt_ln_forward(x, r, r + 1, n, width, w, b, eps, buf, y, xhat, rstd);
+        free(buf);
+    }
+    return failed ? -1 : 0;
+}
+
+int tt_ln_backward_mt(const float *g, const double *xhat, const double *rstd, const float *w, int64_t rows,
+                      int64_t n, int64_t width, float *dx, float *gx, int nt) {
+    int failed = 0;
+    #pragma omp parallel num_threads(nt) if (nt > 1 && rows > 1)
+    {
+        double *buf = malloc(sizeof(double) * (size_t)(2 * width));
+        if (!buf) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            if (buf) tt_ln_backward(g, xhat, rstd, w, r, r + 1, n, width, buf, dx, gx);
+        free(buf);
+    }
+    return failed ? -1 : 0;
 }
