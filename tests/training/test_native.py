@@ -46,9 +46,11 @@ def test_kernels_builtOnce_selfTested_andUsedBySmallQuantise(fresh_native, caplo
 
 
 def _faulty_source(tmp_path):
-    """A deliberately faulty build: round half away from zero instead of to even."""
+    """A deliberately faulty build: round half away from zero instead of to even (in the
+    quantiser the kernels share, read from beside the faulty source)."""
     bad = tmp_path / "exact_kernels_faulty.c"
-    bad.write_text(native.SOURCE.read_text().replace("nearbyintf(", "roundf("))
+    bad.write_text(native.SOURCE.read_text())
+    (tmp_path / native.HEADER.name).write_text(native.HEADER.read_text().replace("nearbyintf(", "roundf("))
     return bad
 
 

@@ -12,6 +12,7 @@
  * (every value depends on its own row only, so the split does not change a bit).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 
@@ -269,4 +270,97 @@ void tt_column_sums(const float *v, int64_t rows, int64_t cols, int64_t lo, int6
         }
         for (int64_t j = 0; j < w; j++) up[j0 + j] = acc[j];
     }
+}
+
+/* The chains above split over `nt` OpenMP threads (torch's thread count; torch's own libgomp),
+ * in chunks of rows or values: each value depends on its own row only, so no bit changes.
+ * Each thread has its own scratch row. Return 0, or -1 when scratch memory is short. */
+#define CHUNK(total, per) (((total) + (per) - 1) / (per))
+
+void tt_gelu_slope_mt(const float *x, int64_t n, const double *table, int deg, const double *coeffs,
+                      double inv_sqrt2, double inv_sqrt_2pi, float *out, double *slope, int nt) {
+    const int64_t per = 16 * BLK;
+    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n > per)
+    for (int64_t c = 0; c < CHUNK(n, per); c++)
+        tt_gelu_slope(x, c * per, (c + 1) * per < n ? (c + 1) * per : n, table, deg, coeffs, inv_sqrt2,
+                      inv_sqrt_2pi, out, slope);
+}
+
+void tt_times_slope_mt(const float *g, const double *slope, int64_t n, float *out, int nt) {
+    const int64_t per = 64 * BLK;
+    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n > per)
+    for (int64_t c = 0; c < CHUNK(n, per); c++)
+        tt_times_slope(g, slope, c * per, (c + 1) * per < n ? (c + 1) * per : n, out);
+}
+
+/* run fn(args, r, scratch) for rows [0, rows) over nt threads, each with its own scratch of
+ * `len` doubles */
+typedef void (*row_fn)(const void *args, int64_t r, double *scratch);
+
+static int rows_mt(row_fn fn, const void *args, int64_t rows, int64_t len, int nt) {
+    int failed = 0;
+    #pragma omp parallel num_threads(nt) if (nt > 1 && rows > 1)
+    {
+        double *scratch = malloc(sizeof(double) * (size_t)(len > 0 ? len : 1));
+        if (!scratch) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            if (scratch) fn(args, r, scratch);
+        free(scratch);
+    }
+    return failed ? -1 : 0;
+}
+
+struct softmax_args { const float *s, *dp; int64_t t, width; int k; float scale; const double *coeffs; float *out; };
+
+static void softmax_row(const void *a, int64_t r, double *e) {
+    const struct softmax_args *x = a;
+    tt_softmax_causal(x->s, r, r + 1, x->t, x->k, x->coeffs, e, x->out);
+}
+
+static void softmax_backward_row(const void *a, int64_t r, double *e) {
+    const struct softmax_args *x = a;
+    tt_softmax_backward(x->s, x->dp, r, r + 1, x->t, x->width, x->scale, e, x->out);
+}
+
+int tt_softmax_causal_mt(const float *s, int64_t rows, int64_t t, int k, const double *coeffs, float *out, int nt) {
+    const struct softmax_args a = {s, NULL, t, 0, k, 0.0f, coeffs, out};
+    return rows_mt(softmax_row, &a, rows, t, nt);
+}
+
+int tt_softmax_backward_mt(const float *p, const float *dp, int64_t rows, int64_t t, int64_t width, float scale,
+                           float *out, int nt) {
+    const struct softmax_args a = {p, dp, t, width, 0, scale, NULL, out};
+    return rows_mt(softmax_backward_row, &a, rows, width, nt);
+}
+
+struct ln_args {
+    const float *x, *w, *b; const double *xhat, *rstd; int64_t n, width; double eps;
+    float *y, *dx; double *xhat_out, *rstd_out;
+};
+
+static void ln_forward_row(const void *a, int64_t r, double *buf) {
+    const struct ln_args *v = a;
+    tt_ln_forward(v->x, r, r + 1, v->n, v->width, v->w, v->b, v->eps, buf, v->y, v->xhat_out, v->rstd_out);
+}
+
+static void ln_backward_row(const void *a, int64_t r, double *buf) {
+    const struct ln_args *v = a;
+    tt_ln_backward(v->x, v->xhat, v->rstd, v->w, r, r + 1, v->n, v->width, buf, v->dx, v->y);
+}
+
+int tt_ln_forward_mt(const float *x, int64_t rows, int64_t n, int64_t width, const float *w, const float *b,
+                     double eps, float *y, double *xhat, double *rstd, int nt) {
+    const struct ln_args a = {x, w, b, NULL, NULL, n, width, eps, y, NULL, xhat, rstd};
+    return rows_mt(ln_forward_row, &a, rows, width, nt);
+}
+
+/* (g, ..., dx, gx): g rides in x, gx in y */
+int tt_ln_backward_mt(const float *g, const double *xhat, const double *rstd, const float *w, int64_t rows,
+                      int64_t n, int64_t width, float *dx, float *gx, int nt) {
+    const struct ln_args a = {g, w, NULL, xhat, rstd, n, width, 0.0, gx, dx, NULL, NULL};
+    return rows_mt(ln_backward_row, &a, rows, 2 * width, nt);
 }

@@ -31,7 +31,7 @@ import math
 import torch
 
 from ..errors import ReproducibilityError
-from . import intgemm_fused, native
+from . import intgemm_fused, native, native_planes
 from .intgemm_fused import combine_exact, plane_count, planes_eager
 
 F32, F64, I8, I32, I64 = torch.float32, torch.float64, torch.int8, torch.int32, torch.int64
@@ -186,6 +186,8 @@ def quantize(x: torch.Tensor, dim: int, limbs: int, amax: torch.Tensor | None = 
     runs the elementwise passes as compiled kernels (same bits).
     """
     bits = operand_bits(limbs)
+    if x.dim() == 2 and native_planes.usable(x, fuse):  # straight to planes: one C pass
+        return native_planes.operand(x, dim, bits, limbs, amax)
     if x.dim() == 2 and native.small(x, fuse):
         q64, down = native.quantize(x, dim, bits, amax)  # small: one C call
         return Operand(None, down, limbs, q64=q64)
@@ -212,6 +214,8 @@ def quantize_scaled_columns(g: torch.Tensor, rows: torch.Tensor, amax: torch.Ten
                             fuse: bool = False) -> Operand:
     """``g * rows[:, None]`` (``rows``: float32 powers of two) quantised per column with the
     given maxima, as a right operand; fused, the product is never stored."""
+    if native_planes.usable(g, fuse):
+        return native_planes.operand(g, 0, operand_bits(limbs), limbs, amax, rscale=rows)
     if not intgemm_fused.worth_it(fuse, g.numel(), g.device):
         return quantize(torch.mul(g, rows.unsqueeze(1)), 0, limbs, amax, fuse)
     bits = operand_bits(limbs)
@@ -303,6 +307,13 @@ class GemmEngine:
         m, k = left.shape
         n = right.shape[1]
         limbs = left.limbs
+        if (self.fuse and self.device == "cpu" and not self._float64(m, k, n) and right.shape[0] == k
+                and k <= INT8_K_CHUNK and (k << (2 * operand_bits(limbs))) < _EXACT and native.ready()):
+            a, r = left.left_planes(self.fuse), right.right_planes(self.fuse)
+            sums = native_planes.plane_products(a.permute(1, 0, 2).unsqueeze(0),
+                                                r.view(-1, k, n).unsqueeze(0),
+                                                None if self.kernel is _int_mm else self.kernel)
+            return native_planes.combine(sums, limbs, left.scale, right.scale, bias)[0]
         if (intgemm_fused.worth_it(self.fuse, m * n, self.device)
                 and not self._float64(m, k, n) and right.shape[0] == k
                 and k <= INT8_K_CHUNK and (k << (2 * operand_bits(limbs))) < _EXACT):

@@ -25,7 +25,7 @@ import threading
 
 import torch
 
-from . import native_chains
+from . import native_chains, native_planes
 from .repro_ops import softmax_xent
 
 log = logging.getLogger(__name__)
@@ -303,6 +303,8 @@ def run(name: str, fuse: bool, *args):
         _register_elementwise()
     if name in native_chains.KERNELS and native_chains.usable(args[0], fuse):
         return native_chains.KERNELS[name](*args)
+    if name == "column_maxima" and native_planes.usable(args[0], fuse, 0):
+        return native_planes.column_maxima(*args)
     return call(name, *args) if worth_it(fuse, args[0].numel(), args[0].device) else _EAGER[name](*args)
 
 

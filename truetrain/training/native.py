@@ -35,7 +35,13 @@ F32, F64 = torch.float32, torch.float64
 SOURCE = Path(__file__).with_name("exact_kernels.c")
 #: The transformer's float64 chains (:mod:`native_chains`), built into the same library.
 CHAIN_SOURCE = Path(__file__).with_name("chain_kernels.c")
-FLAGS = ["-O3", "-std=c11", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno"]
+#: The int8 route's quantising and combining (:mod:`native_planes`), and the header of helpers.
+PLANE_SOURCE = Path(__file__).with_name("plane_kernels.c")
+HEADER = Path(__file__).with_name("exact_common.h")
+# -fopenmp: the plane kernels split rows over threads; the runtime (libgomp.so.1) is the one
+# torch has already loaded, so they share its thread pool.
+FLAGS = ["-O3", "-std=c11", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-math-errno",
+         "-fopenmp"]
 if platform.machine() in ("x86_64", "AMD64"):
     # this CPU's vector units (the chains' loops vectorise; nearbyint is one instruction).
     # Elementwise IEEE operations give the same bits in any vector width, and contraction
@@ -62,8 +68,10 @@ def _cache_dir() -> Path:
 
 def _compile() -> Path:
     """The shared library for this source and these flags (compiled once per machine)."""
-    sources = [SOURCE, CHAIN_SOURCE]
-    source = b"".join(path.read_bytes() for path in sources)
+    sources = [SOURCE, CHAIN_SOURCE, PLANE_SOURCE]
+    # the header each source includes lies beside it (a test's faulty copy beside its own)
+    headers = sorted({path.with_name(HEADER.name) for path in sources if path.with_name(HEADER.name).exists()})
+    source = b"".join(path.read_bytes() for path in [*sources, *headers])
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc) on PATH")
@@ -73,7 +81,7 @@ def _compile() -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             built = Path(tmp) / target.name
-            subprocess.run([compiler, *FLAGS, *map(str, sources), "-o", str(built), "-lm"], check=True,
+            subprocess.run([compiler, *FLAGS, f"-I{HEADER.parent}", *map(str, sources), "-o", str(built), "-lm"], check=True,
                            capture_output=True, timeout=120)
             os.replace(built, target)  # atomic: processes racing here write the same bytes
     return target
@@ -97,9 +105,10 @@ def _load() -> ctypes.CDLL:
     lib.tt_pool.restype = None
     lib.tt_unpool.argtypes = [p, p, i64, i64, i64, i64, p]
     lib.tt_unpool.restype = None
-    from . import native_chains
+    from . import native_chains, native_planes
 
     native_chains.declare(lib)
+    native_planes.declare(lib)
     return lib
 
 
@@ -292,9 +301,9 @@ def _self_test() -> str | None:
         if not (_same(q64, want.q64) and _same(down, want.scale) and _same(sb, want_sb)
                 and _same(down_b, want_down_b)):
             return "tt_grad_columns differs"
-    from . import native_chains
+    from . import native_chains, native_planes
 
-    return _self_test_maps(gen) or native_chains.self_test(gen, _same)
+    return _self_test_maps(gen) or native_chains.self_test(gen, _same) or native_planes.self_test(gen, _same)
 
 
 def _self_test_maps(gen: torch.Generator) -> str | None:

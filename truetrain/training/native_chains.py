@@ -6,10 +6,9 @@ and rounding around attention's exact products: each is one vectorised pass in C
 eager torch takes some forty and a compiled kernel still spends most of its time on the table
 gathers and the bit tricks of ``exp64``. They are built into the same library as
 :mod:`native`'s kernels, self-tested with them against the torch ops bit for bit, and used
-by fused engines (the default) on float32 CPU tensors of any size, single-threaded: split
-across a pool of Python threads they ran slower at 2 threads than whole (torch's own threads
-spin between its parallel regions). The kernels take row ranges, so a split that pays would
-change no bit.
+by fused engines (the default) on float32 CPU tensors of any size, split over torch's thread
+count by OpenMP inside C (torch's own libgomp and thread pool; a pool of Python threads ran
+slower at 2 threads than whole). The kernels take row ranges, so the split changes no bit.
 """
 
 from __future__ import annotations
@@ -42,6 +41,17 @@ def declare(lib: ctypes.CDLL) -> None:
         getattr(lib, name).restype = None
     for name in ("tt_softmax_causal", "tt_softmax_backward", "tt_finish_batched", "tt_gelu_slope", "tt_times_slope"):
         getattr(lib, name).restype = None
+    # the same chains split over OpenMP threads (the last argument: how many)
+    lib.tt_gelu_slope_mt.argtypes = [p, i64, p, i32, p, dbl, dbl, p, p, i32]
+    lib.tt_gelu_slope_mt.restype = None
+    lib.tt_times_slope_mt.argtypes = [p, p, i64, p, i32]
+    lib.tt_times_slope_mt.restype = None
+    lib.tt_softmax_causal_mt.argtypes = [p, i64, i64, i32, p, p, i32]
+    lib.tt_softmax_backward_mt.argtypes = [p, p, i64, i64, i64, flt, p, i32]
+    lib.tt_ln_forward_mt.argtypes = [p, i64, i64, i64, p, p, dbl, p, p, p, i32]
+    lib.tt_ln_backward_mt.argtypes = [p, p, p, p, i64, i64, i64, p, p, i32]
+    for name in ("tt_softmax_causal_mt", "tt_softmax_backward_mt", "tt_ln_forward_mt", "tt_ln_backward_mt"):
+        getattr(lib, name).restype = i32
 
 
 def usable(t: torch.Tensor, fuse: bool) -> bool:
@@ -71,6 +81,11 @@ def _width(n: int) -> int:
     return 1 << ceil_log2(n)
 
 
+def _check(status: int) -> None:
+    if status:
+        raise MemoryError("a C chain found no scratch memory")
+
+
 def gelu_slope(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(gelu_forward(x), slope)``: the float64 ``Phi(x) + x * phi(x))`` that
     ``gelu_backward`` multiplies the gradient by, kept so the backward is one product."""
@@ -80,8 +95,8 @@ def gelu_slope(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     x = x.contiguous()
     out, slope = torch.empty_like(x), torch.empty(x.shape, dtype=F64)
     table, coeffs = _const("erf"), _const("exp")
-    _lib().tt_gelu_slope(x.data_ptr(), 0, x.numel(), table.data_ptr(), _ERF_DEGREE, coeffs.data_ptr(), _INV_SQRT2,
-                         _INV_SQRT_2PI, out.data_ptr(), slope.data_ptr())
+    _lib().tt_gelu_slope_mt(x.data_ptr(), x.numel(), table.data_ptr(), _ERF_DEGREE, coeffs.data_ptr(), _INV_SQRT2,
+                            _INV_SQRT_2PI, out.data_ptr(), slope.data_ptr(), torch.get_num_threads())
     return out, slope
 
 
@@ -89,7 +104,7 @@ def times_slope(g: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
     """float32 ``g * slope``: ``gelu_backward(x, g)`` from :func:`gelu_slope`'s slope."""
     g = g.contiguous()
     out = torch.empty_like(g)
-    _lib().tt_times_slope(g.data_ptr(), slope.data_ptr(), 0, g.numel(), out.data_ptr())
+    _lib().tt_times_slope_mt(g.data_ptr(), slope.data_ptr(), g.numel(), out.data_ptr(), torch.get_num_threads())
     return out
 
 
@@ -100,8 +115,9 @@ def softmax_causal(s: torch.Tensor) -> torch.Tensor:
     s = s.contiguous()
     n, t, _ = s.shape
     out = torch.empty_like(s)
-    coeffs, k, scratch = _const("exp"), EXACT_BITS - ceil_log2(t), torch.empty(t, dtype=F64)
-    _lib().tt_softmax_causal(s.data_ptr(), 0, n * t, t, k, coeffs.data_ptr(), scratch.data_ptr(), out.data_ptr())
+    coeffs, k = _const("exp"), EXACT_BITS - ceil_log2(t)
+    _check(_lib().tt_softmax_causal_mt(s.data_ptr(), n * t, t, k, coeffs.data_ptr(), out.data_ptr(),
+                                       torch.get_num_threads()))
     return out
 
 
@@ -111,9 +127,9 @@ def softmax_backward(p: torch.Tensor, dp: torch.Tensor, scale: float) -> torch.T
     t = p.shape[-1]
     rows = p.numel() // t
     width = _width(t)
-    out, scratch = torch.empty_like(p), torch.empty(width, dtype=F64)
-    _lib().tt_softmax_backward(p.data_ptr(), dp.data_ptr(), 0, rows, t, width, scale, scratch.data_ptr(),
-                               out.data_ptr())
+    out = torch.empty_like(p)
+    _check(_lib().tt_softmax_backward_mt(p.data_ptr(), dp.data_ptr(), rows, t, width, scale, out.data_ptr(),
+                                         torch.get_num_threads()))
     return out
 
 
@@ -150,10 +166,8 @@ def ln_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     x, weight, bias = x.contiguous(), weight.to(F32).contiguous(), bias.to(F32).contiguous()
     rows, n = x.shape
     y, xhat, rstd = torch.empty_like(x), torch.empty((rows, n), dtype=F64), torch.empty(rows, dtype=F64)
-    width = _width(n)
-    scratch = torch.empty(width, dtype=F64)  # held here: the C call writes into it
-    _lib().tt_ln_forward(x.data_ptr(), 0, rows, n, width, weight.data_ptr(), bias.data_ptr(), float(eps),
-                         scratch.data_ptr(), y.data_ptr(), xhat.data_ptr(), rstd.data_ptr())
+    _check(_lib().tt_ln_forward_mt(x.data_ptr(), rows, n, _width(n), weight.data_ptr(), bias.data_ptr(), float(eps),
+                                   y.data_ptr(), xhat.data_ptr(), rstd.data_ptr(), torch.get_num_threads()))
     return y, xhat, rstd
 
 
@@ -162,10 +176,8 @@ def ln_backward(g: torch.Tensor, xhat: torch.Tensor, rstd: torch.Tensor, weight:
     g, xhat, rstd, weight = g.contiguous(), xhat.contiguous(), rstd.contiguous(), weight.to(F32).contiguous()
     rows, n = g.shape
     dx, gx = torch.empty_like(g), torch.empty_like(g)
-    width = _width(n)
-    scratch = torch.empty(2 * width, dtype=F64)
-    _lib().tt_ln_backward(g.data_ptr(), xhat.data_ptr(), rstd.data_ptr(), weight.data_ptr(), 0, rows, n, width,
-                          scratch.data_ptr(), dx.data_ptr(), gx.data_ptr())
+    _check(_lib().tt_ln_backward_mt(g.data_ptr(), xhat.data_ptr(), rstd.data_ptr(), weight.data_ptr(), rows, n,
+                                    _width(n), dx.data_ptr(), gx.data_ptr(), torch.get_num_threads()))
     return dx, gx
 
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ..intgemm import _quantize_with, operand_bits, pow2_scales
 from ..repro_ops import F32, F64, exp64, tree_sum, unit_row_sum
-from .. import intgemm_fused, native_chains
+from .. import intgemm_fused, native_chains, native_planes
 from .step import ReproStep
 
 
@@ -28,11 +28,15 @@ def _quantized(x: torch.Tensor, dim: int, bits: int) -> tuple[torch.Tensor, torc
     return _quantize_with(x, up, bits).to(F64), down.to(F64)
 
 
-def bmm_exact(a: torch.Tensor, b: torch.Tensor, limbs: int, fuse: bool = False) -> torch.Tensor:
+def bmm_exact(a: torch.Tensor, b: torch.Tensor, limbs: int, fuse: bool = False, int8: bool = False) -> torch.Tensor:
     """float32 ``a @ b`` for (N, M, K) @ (N, K, P): rows of ``a`` and columns of ``b``
     quantised on their own scales, the integer sums exact, one rounding. ``fuse``: the
-    quantising and the rounding as C kernels on a CPU (:mod:`native_chains`, same bits)."""
+    quantising and the rounding as C kernels on a CPU (:mod:`native_chains`, same bits);
+    ``int8`` (an engine whose int8 kernel passed its self-test): the sums as int8 plane
+    products (:mod:`native_planes`; the same integers, so the same bits)."""
     bits = operand_bits(limbs)
+    if int8 and native_planes.usable(a, fuse, 0):
+        return native_planes.bmm_exact(a, b, bits, limbs)
     if native_chains.usable(a, fuse):
         qa, sa = native_chains.quantize_batched(a, -1, bits)
         qb, sb = native_chains.quantize_batched(b, -2, bits)
@@ -71,23 +75,24 @@ def _scale(d: int) -> float:
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, step: ReproStep):
-        limbs, fuse = step.limbs, step.fuse
+        limbs, fuse, int8 = step.limbs, step.fuse, step.engine.route == "int8"
         q, k, v = (t.detach() for t in (q, k, v))
         scale = _scale(q.shape[-1])
-        p = intgemm_fused.run("softmax_causal", fuse, bmm_exact(q, k.transpose(1, 2), limbs, fuse) * scale)
+        p = intgemm_fused.run("softmax_causal", fuse, bmm_exact(q, k.transpose(1, 2), limbs, fuse, int8) * scale)
         ctx.step, ctx.scale = step, scale
         ctx.save_for_backward(q, k, v, p)
-        return bmm_exact(p, v, limbs, fuse)
+        return bmm_exact(p, v, limbs, fuse, int8)
 
     @staticmethod
     def backward(ctx, g):
         q, k, v, p = ctx.saved_tensors
         limbs, fuse, g = ctx.step.limbs, ctx.step.fuse, g.contiguous()
-        dv = bmm_exact(p.transpose(1, 2), g, limbs, fuse)
-        dp = bmm_exact(g, v.transpose(1, 2), limbs, fuse)
+        int8 = ctx.step.engine.route == "int8"
+        dv = bmm_exact(p.transpose(1, 2), g, limbs, fuse, int8)
+        dp = bmm_exact(g, v.transpose(1, 2), limbs, fuse, int8)
         ds = intgemm_fused.run("softmax_backward", fuse, p, dp, ctx.scale)
-        dq = bmm_exact(ds, k, limbs, fuse)
-        dk = bmm_exact(ds.transpose(1, 2), q, limbs, fuse)
+        dq = bmm_exact(ds, k, limbs, fuse, int8)
+        dk = bmm_exact(ds.transpose(1, 2), q, limbs, fuse, int8)
         return dq, dk, dv, None
 
 
