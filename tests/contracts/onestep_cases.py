@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from truetrain.numerics.gemm_element import linear_element
 from truetrain.numerics.tensor_merkle import canonical_bits
 from truetrain.training.intgemm import GemmEngine, operand_bits, quantize
 
@@ -164,3 +165,27 @@ def cases(rng, k: int, limbs: int, count: int, rows: int = 4, cols: int = 4) -> 
 def words(row: bytes) -> list[int]:
     """A big-endian row's bit patterns."""
     return [int.from_bytes(row[i:i + 4], "big") for i in range(0, len(row), 4)]
+
+
+def per_call(k: int) -> int:
+    """Cases an eth_call holds for rows of ``k`` (about 1,000 gas a product, 16 a byte of
+    calldata, under the 30 M call gas)."""
+    return max(1, min(500, 16_000_000 // (1_300 * k + 20_000)))
+
+
+def check(call, batch: Batch) -> list[str]:
+    """Each case of ``batch`` through ``call(limbs, k, rows_a, rows_b, bias)`` (one
+    eth_call of OneStepGemmHarness.elements a slice) against the engine's bits and the
+    reference's (truetrain/numerics/gemm_element.py); the mismatches, described."""
+    bad, step = [], per_call(batch.k)
+    for lo in range(0, len(batch.expected), step):
+        hi = min(lo + step, len(batch.expected))
+        got = call(batch.limbs, batch.k, b"".join(batch.rows_a[lo:hi]), b"".join(batch.rows_b[lo:hi]),
+                   batch.bias[lo:hi])
+        for c, value in zip(range(lo, hi), got):
+            bias = batch.bias[c] & 0xFFFFFFFF if batch.bias[c] >> 32 else None
+            ref = linear_element(words(batch.rows_a[c]), words(batch.rows_b[c]), batch.limbs, bias)
+            if not value == ref == batch.expected[c]:
+                bad.append(f"K={batch.k} limbs={batch.limbs} case {c}: chain {value:#010x} reference {ref:#010x} "
+                           f"engine {batch.expected[c]:#010x}")
+    return bad
