@@ -114,6 +114,11 @@ class ModelFormatError(TrainingError, ValueError):
     exit_code = 2
 
 
+class NumericsError(TrainingError, ValueError):
+    """A tensor opening or a one-step operand that does not fit (a range outside the
+    tensor, a proof that does not open against its root, limbs the engine does not take)."""
+
+
 class PipelineError(TrainingError, ValueError):
     """A pipelined job's split or schedule cannot run as asked (layer boundaries, a model
     kind that does not split, a stage message that does not match its hash)."""

@@ -17,14 +17,14 @@ CALL_GAS = 30_000_000
 
 
 @contextlib.contextmanager
-def harness_on_devnet(port: int | None = None) -> Iterator:
-    """A deployed FloatHarness (a web3 contract) on an Anvil started here and stopped on
-    exit; ``port``: TT_ANVIL_PORT when set, else a free one."""
+def harness_on_devnet(port: int | None = None, name: str = "FloatHarness") -> Iterator:
+    """A deployed harness ``name`` (FloatHarness, OneStepGemmHarness: a web3 contract) on an
+    Anvil started here and stopped on exit; ``port``: TT_ANVIL_PORT when set, else a free one."""
     port = port or int(os.environ.get("TT_ANVIL_PORT", 0)) or free_port()
     devnet = start_anvil(port)
     try:
         w3 = Web3(Web3.HTTPProvider(devnet.url, request_kwargs={"timeout": 120}))
-        artifact = load_artifact("FloatHarness")
+        artifact = load_artifact(name)
         factory = w3.eth.contract(abi=artifact.abi, bytecode=artifact.bytecode)
         tx = factory.constructor().transact({"from": w3.eth.accounts[0]})
         address = w3.eth.wait_for_transaction_receipt(tx).contractAddress

@@ -1,0 +1,122 @@
+"""Tensor roots and range proofs (contracts/numerics/TensorMerkle.sol checks the same).
+
+The canonical layout of a float32 tensor: flattened row-major, each element its IEEE-754
+bit pattern as 4 bytes big-endian (every NaN written as the canonical 0x7FC00000, since the
+engine's NaN payloads are not reproducible), cut into chunks of :data:`CHUNK` elements
+(256 bytes; the last chunk zero-padded). Leaf hash = keccak256(chunk); the tree is
+MerkleCommitment's: leaf node H(0x00 ‖ leaf hash), inner node H(0x01 ‖ left ‖ right), zero
+padding nodes up to a power of two. The root does not hold the shape: the program fixes it.
+
+A range proof for the leaves [lo, hi) lists, level by level from the bottom, the left
+sibling of the range's first node when it is a right child, then the right sibling of its
+last node when that is a left child.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import NumericsError
+from ..hashing import keccak256
+
+CHUNK = 64
+CHUNK_BYTES = 4 * CHUNK
+CANONICAL_NAN = 0x7FC00000
+ZERO = bytes(32)
+
+
+def canonical_bits(t: torch.Tensor) -> np.ndarray:
+    """The float32 bit patterns of ``t`` flattened row-major (uint32), NaNs canonical."""
+    bits = t.detach().to(torch.float32).contiguous().view(torch.int32).reshape(-1).numpy().view(np.uint32)
+    return np.where((bits & 0x7FFFFFFF) > 0x7F800000, np.uint32(CANONICAL_NAN), bits)
+
+
+def leaf_node(leaf_hash: bytes) -> bytes:
+    return keccak256(b"\x00" + leaf_hash)
+
+
+def inner_node(left: bytes, right: bytes) -> bytes:
+    return keccak256(b"\x01" + left + right)
+
+
+class TensorTree:
+    """The Merkle tree of one float32 tensor in the canonical layout: its ``root`` and
+    range openings (:meth:`open`)."""
+
+    def __init__(self, t: torch.Tensor):
+        bits = canonical_bits(t)
+        self.numel = int(bits.size)
+        if self.numel == 0:
+            raise NumericsError("a tensor root needs at least one element")
+        pad = (-self.numel) % CHUNK
+        self.data = np.concatenate([bits, np.zeros(pad, np.uint32)]).astype(">u4").tobytes()
+        count = len(self.data) // CHUNK_BYTES
+        level = [leaf_node(keccak256(self.data[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES])) for i in range(count)]
+        level += [ZERO] * ((1 << ceil_log2(count)) - count)
+        self.levels = [level]
+        while len(level) > 1:
+            level = [inner_node(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+            self.levels.append(level)
+
+    @property
+    def root(self) -> bytes:
+        return self.levels[-1][0]
+
+    def open(self, start: int, count: int) -> tuple[bytes, list[bytes]]:
+        """``(chunks, proof)`` opening elements [start, start + count)."""
+        lo, hi = leaf_range(start, count, self.numel)
+        proof, last = [], hi - 1
+        for level in self.levels[:-1]:
+            if lo & 1:
+                proof.append(level[lo - 1])
+            if not last & 1:
+                proof.append(level[last + 1])
+            lo, last = lo >> 1, last >> 1
+        lo, hi = leaf_range(start, count, self.numel)
+        return self.data[lo * CHUNK_BYTES:hi * CHUNK_BYTES], proof
+
+    def row(self, i: int, cols: int) -> tuple[bytes, list[bytes]]:
+        """The opening of row ``i`` of the tensor seen as (rows, cols)."""
+        return self.open(i * cols, cols)
+
+
+def ceil_log2(n: int) -> int:
+    return max(0, (int(n) - 1).bit_length())
+
+
+def leaf_range(start: int, count: int, numel: int) -> tuple[int, int]:
+    """The leaves [lo, hi) that hold elements [start, start + count)."""
+    if count <= 0 or start < 0 or start + count > numel:
+        raise NumericsError(f"elements [{start}, {start + count}) are not inside a tensor of {numel}")
+    return start // CHUNK, (start + count + CHUNK - 1) // CHUNK
+
+
+def range_root(numel: int, start: int, count: int, chunks: bytes, proof: list[bytes]) -> bytes:
+    """The root an opening implies (what the contract computes); raises
+    :class:`NumericsError` for an opening of the wrong size."""
+    lo, hi = leaf_range(start, count, numel)
+    if len(chunks) != (hi - lo) * CHUNK_BYTES:
+        raise NumericsError(f"an opening of leaves [{lo}, {hi}) needs {(hi - lo) * CHUNK_BYTES} bytes")
+    nodes = [leaf_node(keccak256(chunks[i:i + CHUNK_BYTES])) for i in range(0, len(chunks), CHUNK_BYTES)]
+    siblings, last = iter(proof), hi - 1
+    try:
+        for _ in range(ceil_log2((numel + CHUNK - 1) // CHUNK)):
+            if lo & 1:
+                nodes.insert(0, next(siblings))
+            if not last & 1:
+                nodes.append(next(siblings))
+            nodes = [inner_node(nodes[i], nodes[i + 1]) for i in range(0, len(nodes), 2)]
+            lo, last = lo >> 1, last >> 1
+    except StopIteration:
+        raise NumericsError("the range proof is too short") from None
+    if next(siblings, None) is not None:
+        raise NumericsError("the range proof is too long")
+    return nodes[0]
+
+
+def elements(chunks: bytes, start: int, count: int) -> list[int]:
+    """The bit patterns of elements [start, start + count) in an opening's ``chunks``."""
+    first = (start % CHUNK) * 4
+    body = chunks[first:first + 4 * count]
+    return [int.from_bytes(body[i:i + 4], "big") for i in range(0, len(body), 4)]
