@@ -6,7 +6,8 @@ reputation; challenge spam; griefing by never settling) and issue 27's (audit-dr
 by stake top-up, here; the seat buyer also tries top-ups before each committee draw; and in
 bench/economics_attacks.py: a stage that cheats in a split job at the default settings, a
 free stall, reputation by self-challenge, dust-collateral referee griefing, reward-0 penalty
-farming), this prints the expected profit per task at the default job terms (the submitter
+farming) and issue 30's (a submitter that withholds or corrupts its data, in
+bench/economics_withholding.py), this prints the expected profit per task at the default job terms (the submitter
 CLI's; issue 27's cheap-terms rows at the cheapest terms the contracts allow) and the
 deployment's defaults, as ``truetrain.market.economics`` computes it from the parameters
 read off the deployed contracts, then plays the strategy for --tasks tasks on a fresh Anvil
@@ -29,6 +30,7 @@ import argparse
 from collections import Counter
 
 import economics_attacks
+import economics_withholding
 from devstack import CID, ROLE_SUBMITTER, ROLE_VERIFIER, ROLE_WORKER, SALT, Bench, E, commitment  # sets sys.path
 from economy import HONEST_VERIFIERS, VERIFIER_STAKE, Economy, Result, deploy_contract, wealth
 from players import CHEAT_ROOT, HONEST_ROOT, SPAM, TOP_UPS, Players
@@ -266,6 +268,7 @@ STRATEGIES = {
     "self-dealing": self_dealing, "spam": challenge_spam, "never-settling": never_settling,
     "grinding": audit_grinding,
     **economics_attacks.STRATEGIES,
+    **economics_withholding.STRATEGIES,
     "peeking": audit_peeking,
 }
 

@@ -226,8 +226,8 @@ def penalty_farming(eco: Economy, n: int) -> Result:
     p = model.cheapest(eco.params)
     return Result("reward-0 penalty farming", "submitter", model.penalty_farming(p), seen,
                   note=f"reward 0 refused ({refused}); cheapest job: reward {p.reward / E:g}, collateral "
-                       f"{p.collateral / E:g}: an ignored offer would pay the farmer "
-                       f"{p.penalty(p.accept_penalty_bps) / E:g} (≤ the reward) and the task is offered again")
+                       f"{p.collateral / E:g}: an ignored offer's penalty ({p.penalty(p.accept_penalty_bps) / E:g}) "
+                       f"is burned, not paid to the farmer, and the task is offered again")
 
 
 #: By --only name, in the order bench/economics.py plays them.

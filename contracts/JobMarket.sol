@@ -184,6 +184,11 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
     }
 
     /// @inheritdoc IJobMarket
+    function declineTask(uint256 id) external nonReentrant {
+        TaskRecovery.decline(_s, _deps(), id);
+    }
+
+    /// @inheritdoc IJobMarket
     function commitResult(uint256 id, bytes32 commitment) external {
         Task storage t = _s.tasks[id];
         if (t.status != TaskStatus.Running) revert TaskNotRunning(id);

@@ -2,8 +2,12 @@
 
 ``step`` reads the task from the chain and does the one thing its state asks for:
 
-* Offered  → accept, if the job fits this machine (device class, memory), after a warm-up
-  step of a model that compiles kernels (truetrain.daemon.warmup);
+* Offered  → fetch the task's inputs (its shard and the checkpoint its round starts from,
+  content-verified; kept for the training step), then accept, if the job fits this machine
+  (device class, memory), after a warm-up step of a model that compiles kernels
+  (truetrain.daemon.warmup). Inputs that cannot be fetched (altered, not found, or not
+  served in time) are the submitter's fault, not a reason to be bound to the task: the
+  worker declines the offer (``declineTask``) once instead;
 * Running  → compute the result (train a shard, run its stage of a pipelined shard with
   the group's other stages, or aggregate the round) and publish it in
   the background lane (truetrain.daemon.lane; the loop keeps defending games meanwhile),
@@ -37,7 +41,7 @@ from truetrain.daemon.devices import DevicePool
 from truetrain.daemon.lane import Pending
 from truetrain.daemon.mailbox import Mailbox, StageBoard, stage_space
 from truetrain.daemon.warmup import WarmUps
-from truetrain.errors import PipelineError
+from truetrain.errors import ContentMismatch, ContentNotFound, ContentTooLarge, InvalidCid, PipelineError, StorageTimeout
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
                               publish_result, result_commitment)
 from truetrain.market.codes import FLAG_STALLED, encode_task_id
@@ -54,6 +58,9 @@ WORK, DEFEND, OPEN_GAME = "work", "defend", "open-game"
 STAGE_LIVE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED,
               TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED, TaskStatus.FINALIZED}
 WAITING = {TaskStatus.REVEALED, TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED}
+#: What a fetch of a job's data raises when the data, not this worker, is at fault (after the
+#: storage client's retries): an IPFS node of this worker that cannot be reached is not.
+UNFETCHABLE = (ContentMismatch, ContentNotFound, ContentTooLarge, InvalidCid, StorageTimeout)
 
 
 class WorkerDaemon(Daemon):
@@ -139,6 +146,7 @@ class WorkerDaemon(Daemon):
             return
         if not task.is_worker(self.address) or task.status in (TaskStatus.PENDING, TaskStatus.CLOSED):
             self.book.close_entry(entry.task_id, WORK, "lost", f"task is {task.status.name} with {task.worker}")
+            self.reader.release(entry.task_id)
             self.abandoned.add(entry.task_id)
             self.drop_space(entry.task_id)
             log.warning("task no longer ours", extra={**ident, "status": task.status.name})
@@ -152,7 +160,13 @@ class WorkerDaemon(Daemon):
                 self.abandoned.add(entry.task_id)
                 self.drop_space(entry.task_id)
                 log.info("offered again: the earlier attempt's result is dropped", extra=ident)
-            refusal = self.refusal(task)
+            try:
+                refusal = self.refusal(task)
+                if refusal is None:
+                    self.reader.hold(entry.task_id)  # before it is bound to them
+            except UNFETCHABLE as exc:
+                self.decline(entry, task, exc)
+                return
             if refusal is not None:
                 self.book.close_entry(entry.task_id, WORK, "lost", refusal)
                 log.warning("declined offer: %s", refusal, extra=ident)
@@ -183,6 +197,16 @@ class WorkerDaemon(Daemon):
                 return
             self.send("revealResult", market.revealResult(entry.task_id, entry.root, entry.cid, entry.salt))
 
+    def decline(self, entry: Entry, task, exc: Exception) -> None:
+        """The task's inputs cannot be fetched: decline the offer (its accept penalty, burned,
+        the same as letting it time out; repaid if the job ends because nobody can fetch
+        them) once, and close the entry. Past the accept deadline there is nothing to send."""
+        ident = {"task": str(entry.task_id), "job": task.job_id}
+        if self.block <= task.deadline:
+            self.send("declineTask", self.market.functions.declineTask(entry.task_id))
+        self.book.close_entry(entry.task_id, WORK, "declined", f"inputs cannot be fetched: {exc}"[:300])
+        log.warning("declined offer: its inputs cannot be fetched (%s)", type(exc).__name__, extra=ident)
+
     def ensure_result(self, entry: Entry) -> Entry:
         """The task's result from the book, or computed and published in the lane (raising
         :class:`~truetrain.daemon.lane.Pending` until it is ready), then written to the book."""
@@ -194,6 +218,12 @@ class WorkerDaemon(Daemon):
 
     def compute_and_publish(self, task_id: int) -> tuple[bytes, str]:
         """Run in the lane: the task's result and the CID it was published under."""
+        try:
+            return self._compute_and_publish(task_id)
+        finally:
+            self.reader.release(task_id)  # the inputs held since the offer
+
+    def _compute_and_publish(self, task_id: int) -> tuple[bytes, str]:
         started, at = time.monotonic(), time.time()
         self.faults.before_compute()
         if self.reader.is_stage_task(task_id):

@@ -356,7 +356,9 @@ interface IJobMarket {
     event DisputeResolved(uint256 indexed taskId, bool workerWon);
     /// @notice The task was finalized: `reward` credited to `worker`, `auditFee` to `auditor` (0 if none).
     event TaskFinalized(uint256 indexed taskId, address indexed worker, uint256 reward, address indexed auditor, uint256 auditFee);
-    /// @notice `account` missed the deadline of phase `phase`; `penalty` was taken from its stake.
+    /// @notice `account` missed the deadline of phase `phase`; `penalty` was taken from its
+    /// stake: burned when the submitter could have caused the miss (an offer or a run not
+    /// committed, an audit not committed), else as a slash.
     event TaskTimedOut(uint256 indexed taskId, address indexed account, TaskStatus phase, uint256 penalty);
     /// @notice The task went back to its job's pending queue (drawn first, oldest first, from
     /// an offer ticket asked for after it came back).
@@ -372,8 +374,18 @@ interface IJobMarket {
     event StageReset(uint256 indexed taskId, uint256 indexed causeTaskId);
     /// @notice The worker of running stage task `taskId` reported it is blocked on another stage.
     event StageStalled(uint256 indexed taskId, address indexed worker);
-    /// @notice A task of a cancelled or expired job was closed; its cost refunded.
+    /// @notice A task of a cancelled or expired job was closed; its cost refunded (to its
+    /// decliners and submitter when closed by `JobInputsUnavailable`).
     event TaskClosed(uint256 indexed taskId, uint256 refund);
+    /// @notice The offered worker declined task `taskId` (it could not fetch its inputs);
+    /// `penalty` (the accept penalty) was burned from its stake.
+    event TaskDeclined(uint256 indexed taskId, address indexed worker, uint256 penalty);
+    /// @notice `worker`'s decline of task `taskId` was paid back (`amount` credited) when its
+    /// job ended for unavailable inputs.
+    event DeclineRepaid(uint256 indexed taskId, address indexed worker, uint256 amount);
+    /// @notice Job `jobId` ended (Cancelled): MAX_DECLINES workers declined task `taskId`;
+    /// `refund` was credited to the submitter after its decliners were paid back.
+    event JobInputsUnavailable(uint256 indexed jobId, uint256 indexed taskId, uint256 refund);
     /// @notice Job `jobId` entered `round`, training from the given checkpoint.
     event RoundAdvanced(uint256 indexed jobId, uint32 round, string checkpointCid, bytes32 checkpointHash);
     /// @notice Every round of job `jobId` is done.
@@ -443,6 +455,17 @@ interface IJobMarket {
 
     /// @notice The offered worker accepts before the accept deadline.
     function acceptTask(uint256 taskId) external;
+
+    /// @notice The offered worker says it cannot fetch the task's inputs (its shard or the
+    /// job's checkpoint), before the accept deadline. It costs what ignoring the offer would:
+    /// the accept penalty, burned (so it is never a cheaper exit than silence, and nobody is
+    /// paid for it); the rest of its collateral is released and the task goes back, its
+    /// redraw excluding the decliner. No timeout is recorded. When 3 distinct workers
+    /// (MAX_DECLINES) have declined the task, its job ends (Cancelled, as `cancelJob`), the
+    /// task is closed, each of its decliners is paid back its penalty out of the refund and
+    /// the rest goes to the submitter (`DeclineRepaid`, `JobInputsUnavailable`). Reverts
+    /// `TaskNotOffered`, `TaskNotWorker`, `TaskDeadlinePassed`, `JobNotActive`.
+    function declineTask(uint256 taskId) external;
 
     /// @notice The worker commits `keccak256(abi.encode(taskId, root, resultCid, salt, worker))`
     /// before the commit deadline. On a job with an audit rate the audit draw gets a ticket

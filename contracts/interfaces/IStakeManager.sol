@@ -100,7 +100,8 @@ interface IStakeManager {
     event SlashSplitUpdated(uint16 winnerBps, uint16 refereeBps);
     /// @notice The admin set the unbonding delay (applies to later requests).
     event UnbondingDelayUpdated(uint64 blocks);
-    /// @notice `amount` of `account`'s stake was taken and burned (a referee's penalty).
+    /// @notice `amount` of `account`'s stake was taken and burned (a referee's penalty, a
+    /// timeout's penalty the submitter could have caused, a declined offer).
     event StakeForfeited(address indexed account, uint256 amount);
     /// @notice Stake changes are reported to `listener` from now on.
     event ListenerSet(address indexed listener);

@@ -85,6 +85,9 @@ struct MarketStore {
     uint128 totalEscrow;
     uint128 totalCredits;
     uint256 jobCount;
+    /// @dev The distinct workers that declined a task (TaskRecovery.decline), at most
+    /// TaskRecovery.MAX_DECLINES.
+    mapping(uint256 taskId => address[]) declinedBy;
 }
 
 /// @notice JobMarket's collaborators and fixed parameters, handed to its libraries.

@@ -13,6 +13,10 @@ import {MarketStore, MarketDeps, JobRecord, TaskFlow} from "./TaskFlow.sol";
 /// library: JobMarket calls it with DELEGATECALL (its storage, its events), which keeps the
 /// market's bytecode well under the EIP-170 limit. Callers check roles and reentrancy.
 library TaskRecovery {
+    /// @dev The distinct workers that may decline one task (`decline`) before its job ends
+    /// for unavailable inputs: bounds the decliners' loop and their repayment.
+    uint256 internal constant MAX_DECLINES = 3;
+
     /// @notice See IJobMarket.timeoutTask.
     function timeout(MarketStore storage s, MarketDeps memory d, uint256 id) external {
         IJobMarket.Task storage t = s.tasks[id];
@@ -28,9 +32,10 @@ library TaskRecovery {
         address auditor = t.auditor;
         uint8 flags = t.flags;
         if (st == IJobMarket.TaskStatus.Committed && auditor != address(0) && flags & TaskFlow.FLAG_AUDIT_COMMITTED == 0) {
-            // The auditor never committed (it had seen nothing yet): its penalty, then another
-            // auditor is drawn from the future, as the first one was.
-            uint256 taken = d.stakeManager.penalize(auditor, d.auditorPenalty, j.submitter);
+            // The auditor never committed (it had seen nothing yet, and may not have got the
+            // inputs): its penalty, burned (a submitter withholding them must gain nothing),
+            // then another auditor is drawn from the future, as the first one was.
+            uint256 taken = d.stakeManager.forfeit(auditor, d.auditorPenalty);
             emit IJobMarket.TaskTimedOut(id, auditor, st, taken);
             d.registry.recordTimeout(auditor);
             d.pool.release(auditor, d.auditorCollateral - taken);
@@ -57,7 +62,9 @@ library TaskRecovery {
         } else {
             // The worker missed accept, commit or reveal. After a commitment (it may know the
             // audit draw went against it) silence costs the whole collateral, as losing would;
-            // the winner's share goes to the auditor that committed, else the submitter.
+            // the winner's share goes to the auditor that committed, else the submitter. Before
+            // it (offered or running: the submitter's inputs may be what it lacked) the penalty
+            // is burned: no party that can cause a timeout is paid for it.
             uint256 collateral = j.workerCollateral;
             uint256 taken;
             if (st == IJobMarket.TaskStatus.Committed) {
@@ -65,7 +72,8 @@ library TaskRecovery {
                 taken = d.stakeManager.slash(worker, collateral, winner, new address[](0));
             } else {
                 uint256 bps = st == IJobMarket.TaskStatus.Offered ? d.acceptPenaltyBps : d.timeoutPenaltyBps;
-                taken = d.stakeManager.penalize(worker, Escrow.share(collateral, bps), j.submitter);
+                // INVARIANT: a timeout the submitter could cause by withholding data pays nobody.
+                taken = d.stakeManager.forfeit(worker, Escrow.share(collateral, bps));
             }
             emit IJobMarket.TaskTimedOut(id, worker, st, taken);
             d.registry.recordTimeout(worker);
@@ -147,18 +155,85 @@ library TaskRecovery {
         } else if (msg.sender != j.submitter) {
             revert IJobMarket.JobNotSubmitter(jobId, msg.sender);
         }
-        j.status = expired ? IJobMarket.JobStatus.Expired : IJobMarket.JobStatus.Cancelled;
-        // Never-drawn tasks are refunded at once, with the surplus; tasks in flight finish.
-        uint256 unspent =
-            Escrow.taskCount(j.shards, j.rounds) - Escrow.materialized(j.shards, j.currentRound, j.nextIndex);
-        uint256 refund = unspent * Escrow.taskCost(j.rewardPerTask, j.auditFee);
-        j.escrow -= uint128(refund);
-        s.totalEscrow -= uint128(refund);
+        uint256 refund = _halt(s, j, expired ? IJobMarket.JobStatus.Expired : IJobMarket.JobStatus.Cancelled);
         TaskFlow.credit(s, j.submitter, refund);
-        refund += TaskFlow.takeSurplus(s, j);
         if (expired) emit IJobMarket.JobExpired(jobId, refund);
         else emit IJobMarket.JobCancelled(jobId, refund);
         TaskFlow.emitRefund(jobId, j.submitter, refund);
+    }
+
+    /// @notice See IJobMarket.declineTask.
+    function decline(MarketStore storage s, MarketDeps memory d, uint256 id) external {
+        IJobMarket.Task storage t = s.tasks[id];
+        if (t.status != IJobMarket.TaskStatus.Offered) revert IJobMarket.TaskNotOffered(id);
+        if (msg.sender != t.worker) revert IJobMarket.TaskNotWorker(id, msg.sender);
+        if (block.number > t.deadline) revert IJobMarket.TaskDeadlinePassed(id, t.deadline);
+        uint256 jobId = TaskIds.jobOf(id);
+        // A stopped job's offer is closed free (closeTask): declining it would only cost.
+        JobRecord storage j = TaskFlow.activeJob(s, jobId);
+        // INVARIANT: declining costs what silence would (no cheaper exit), and pays nobody.
+        uint256 collateral = j.workerCollateral;
+        uint256 taken = d.stakeManager.forfeit(msg.sender, Escrow.share(collateral, d.acceptPenaltyBps));
+        emit IJobMarket.TaskDeclined(id, msg.sender, taken);
+        d.pool.release(msg.sender, collateral - taken);
+        address[] storage by = s.declinedBy[id];
+        uint256 n = by.length;
+        bool seen;
+        for (uint256 i = 0; i < n; ++i) {
+            if (by[i] == msg.sender) seen = true;
+        }
+        if (!seen) {
+            by.push(msg.sender);
+            ++n;
+        }
+        // Sent back with its worker kept: the redraw excludes the decliner.
+        if (n < MAX_DECLINES) TaskFlow.sendBack(s, j, jobId, id);
+        else _inputsUnavailable(s, d, j, jobId, id, by);
+    }
+
+    /// @dev MAX_DECLINES distinct workers declined task `id`: nobody can fetch its inputs, so
+    /// its job stops (Cancelled; tasks in flight finish or are closed as on cancel) and the
+    /// task is closed. Out of what leaves escrow (the never-drawn tasks, the surplus and this
+    /// task's cost) each decliner is paid back what its decline cost (capped at what is left),
+    /// the rest goes to the submitter: its bad data costs it its decliners' penalties.
+    function _inputsUnavailable(
+        MarketStore storage s,
+        MarketDeps memory d,
+        JobRecord storage j,
+        uint256 jobId,
+        uint256 id,
+        address[] storage by
+    ) private {
+        uint256 amount = _halt(s, j, IJobMarket.JobStatus.Cancelled);
+        uint128 cost = uint128(Escrow.taskCost(j.rewardPerTask, j.auditFee));
+        s.tasks[id].status = IJobMarket.TaskStatus.Closed;
+        j.escrow -= cost;
+        s.totalEscrow -= cost;
+        emit IJobMarket.TaskClosed(id, cost);
+        amount += cost;
+        uint256 owed = Escrow.share(j.workerCollateral, d.acceptPenaltyBps);
+        for (uint256 i = 0; i < by.length; ++i) {
+            uint256 repaid = owed < amount ? owed : amount;
+            amount -= repaid;
+            TaskFlow.credit(s, by[i], repaid);
+            emit IJobMarket.DeclineRepaid(id, by[i], repaid);
+        }
+        TaskFlow.credit(s, j.submitter, amount);
+        emit IJobMarket.JobInputsUnavailable(jobId, id, amount);
+        TaskFlow.emitRefund(jobId, j.submitter, amount);
+    }
+
+    /// @dev Stop job `j` (status `status`): the never-drawn tasks' cost and the surplus leave
+    /// its escrow (credited to nobody yet: the caller does); tasks in flight finish. Returns
+    /// the amount taken out.
+    function _halt(MarketStore storage s, JobRecord storage j, IJobMarket.JobStatus status) private returns (uint256 amount) {
+        j.status = status;
+        uint256 unspent =
+            Escrow.taskCount(j.shards, j.rounds) - Escrow.materialized(j.shards, j.currentRound, j.nextIndex);
+        amount = unspent * Escrow.taskCost(j.rewardPerTask, j.auditFee) + j.surplus;
+        j.surplus = 0;
+        j.escrow -= uint128(amount);
+        s.totalEscrow -= uint128(amount);
     }
 
     /// @notice See IJobMarket.resolveDispute (`verdict` 1: worker won, 2: worker lost) and
@@ -299,14 +374,14 @@ library TaskRecovery {
     }
 
     /// @dev Running stage task `id` missed its deadline with a false stall report: the
-    /// running timeout's penalty (to the submitter), the timeout in its history, and it is
+    /// running timeout's penalty (burned, as for a silent running stage), the timeout in its history, and it is
     /// sent back with its worker kept, so that the redraw excludes it.
     function _chargeRunningTimeout(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
         private
     {
         address worker = s.tasks[id].worker;
         uint256 collateral = j.workerCollateral;
-        uint256 taken = d.stakeManager.penalize(worker, Escrow.share(collateral, d.timeoutPenaltyBps), j.submitter);
+        uint256 taken = d.stakeManager.forfeit(worker, Escrow.share(collateral, d.timeoutPenaltyBps));
         emit IJobMarket.TaskTimedOut(id, worker, IJobMarket.TaskStatus.Running, taken);
         d.registry.recordTimeout(worker);
         d.pool.release(worker, collateral - taken);

@@ -155,15 +155,17 @@ def test_jobThatPaysNothing_orOutweighsItsReward_isRefused(job_market, token, su
         terms.MIN_WINDOW_BLOCKS, terms.MAX_REVEAL_WINDOW_BLOCKS)
 
 
-def test_ignoredOffer_isNeverFree_itsPenaltyRoundsUp(job_market, stake_manager, submitter, w1):
+def test_ignoredOffer_isNeverFree_itsPenaltyRoundsUp(job_market, stake_manager, token, submitter, w1):
     collateral = MIN + 1  # 1 % of it is not a whole number of wei
     job_id, _ = new_job(job_market, submitter, workerCollateral=collateral)
     tid = draw_task(job_market, job_id, {"from": w1}).return_value
     chain.mine(job_market.jobOf(job_id).dict()["acceptWindow"] + 1)
+    burned = token.totalBurned()
     tx = job_market.timeoutTask(tid, {"from": submitter})
     penalty = -(-collateral * ACCEPT_PENALTY_BPS // 10_000)
     assert penalty == MIN // 100 + 1
-    assert tx.events["TaskTimedOut"]["penalty"] == penalty == stake_manager.credits(submitter)
+    assert tx.events["TaskTimedOut"]["penalty"] == penalty == token.totalBurned() - burned  # burned, to nobody
+    assert stake_manager.credits(submitter) == 0
 
 
 def test_gameAfterGame_eachLosingChallengerPaysTheWorker_thenItIsPaid(game, job_market, stake_manager, token,

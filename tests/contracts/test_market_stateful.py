@@ -1,5 +1,5 @@
 """invariant_market_tokensConserved: generated sequences of stake / unstake / withdraw / create /
-draw / accept / commit / audit / reveal / timeout / finalize / challenge / dispute moves,
+draw / accept / decline / commit / audit / reveal / timeout / finalize / challenge / dispute moves,
 clocks, referee draws, votes and verdicts / cancel / close across several accounts; after
 every step tokens are conserved (tracked totals ≤ balances: tokens are also sent straight to
 the contracts) and no task is paid twice. Disputes run through the real DisputeGame with real
@@ -89,6 +89,11 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
             tid = self._task(i)
             if tid is not None:
                 self._tx(job_market.acceptTask, tid, {"from": job_market.taskOf(tid)[0]})
+
+        def decline(self, i):
+            tid = self._task(i)
+            if tid is not None:
+                self._tx(job_market.declineTask, tid, {"from": job_market.taskOf(tid)[0]})
 
         def commit(self, i, honest=True):
             tid = self._task(i)
@@ -191,7 +196,7 @@ def test_invariant_market_tokensConserved(job_market, game, token, stake_manager
                 return
             status, auditor, flags = job_market.taskOf(tid)[1], job_market.taskOf(tid)[4], job_market.taskOf(tid)[3]
             if status == TS.OFFERED:
-                self.accept(i)
+                self.accept(i) if honest else self.decline(i)  # cannot fetch the inputs
             elif status == TS.RUNNING:
                 self.commit(i, honest)
             elif status == TS.COMMITTED and int(auditor, 16) and not flags & 1:

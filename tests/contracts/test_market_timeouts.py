@@ -42,28 +42,34 @@ def test_accept_byOtherAccount_reverts(job_market, submitter, w1, w2, market_iso
         job_market.acceptTask(tid, {"from": w1})
 
 
-def test_acceptTimeout_redrawsToAnotherWorker(job_market, registry, stake_manager, pool, submitter, w1, w2, market_isolation):
+def test_acceptTimeout_redrawsToAnotherWorker_itsPenaltyBurned(job_market, registry, stake_manager, pool, token, submitter,
+                                                              w1, w2, market_isolation):
     job_id, tid = _drawn(job_market, submitter, w1)
     refresh_after_hold(pool)  # (a join while offers are held would wait for w2's refresh)
     pool.joinPool({"from": w2})
     chain.mine(6)
+    burned = token.totalBurned()
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["account"] == w1 and tx.events["TaskTimedOut"]["phase"] == TS.OFFERED
+    # the submitter could have caused it (inputs withheld): the penalty pays nobody
+    assert token.totalBurned() - burned == tx.events["TaskTimedOut"]["penalty"] == 20 * E // 100
+    assert stake_manager.credits(submitter) == 0 and "StakePenalized" not in tx.events
     assert "TaskRequeued" in tx.events  # offered again from the next offer ticket
     assert draw_task(job_market, job_id, {"from": submitter}).events["TaskDrawn"]["worker"] == w2  # the late worker is excluded
     assert stake_manager.stakeOf(w1)[1] == 0 and stake_manager.stakeOf(w2)[1] == 20 * E
     assert registry.identityOf(w1).dict()["history"]["tasksTimedOut"] == 1
 
 
-def test_commitTimeout_penalisesWorkerToSubmitter_andRequeues(job_market, stake_manager, submitter, w1, market_isolation):
+def test_commitTimeout_burnsTheWorkersPenalty_andRequeues(job_market, stake_manager, token, submitter, w1, market_isolation):
     job_id, tid = _drawn(job_market, submitter, w1)
     job_market.acceptTask(tid, {"from": w1})
     chain.mine(21)
     with brownie.reverts(f"TaskDeadlinePassed: {tid}, {job_market.taskOf(tid)[2]}"):
         job_market.commitResult(tid, ROOT, {"from": w1})
+    burned = token.totalBurned()
     tx = job_market.timeoutTask(tid, {"from": submitter})
     assert tx.events["TaskTimedOut"]["penalty"] == 2 * E  # 10 % of the collateral
-    assert stake_manager.credits(submitter) == 2 * E
+    assert token.totalBurned() - burned == 2 * E and stake_manager.credits(submitter) == 0  # burned
     assert stake_manager.stakeOf(w1)[1] == 0
     assert "TaskRequeued" in tx.events and job_market.jobOf(job_id).dict()["pendingCount"] == 1
 
@@ -81,7 +87,8 @@ def test_revealTimeout_slashesTheWholeCollateral(job_market, stake_manager, subm
     assert job_market.taskOf(tid)[1] == TS.PENDING
 
 
-def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_manager, pool, registry, submitter, w1, v1, v2, market_isolation):
+def test_auditCommitTimeout_burnsTheAuditorsPenalty_andDrawsAnother(job_market, stake_manager, pool, registry, token, submitter,
+                                                                    w1, v1, v2, market_isolation):
     _, tid = _drawn(job_market, submitter, w1, auditRateBps=10_000)
     job_market.acceptTask(tid, {"from": w1})
     job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, w1), {"from": w1})
@@ -91,11 +98,13 @@ def test_auditCommitTimeout_penalisesAuditor_andDrawsAnother(job_market, stake_m
     assert joined.events["VerifierWeightDeferred"]["account"] == v2  # the draw's weights are held
     refresh_after_hold(pool, v2)
     mine_past(job_market.taskOf(tid)[2])  # the auditor's deadline
+    burned = token.totalBurned()
     tx = job_market.timeoutTask(tid, {"from": submitter})
+    assert token.totalBurned() - burned == AUDITOR_PENALTY
     assert tx.events["TaskTimedOut"]["account"] == v1 and tx.events["TaskTimedOut"]["penalty"] == AUDITOR_PENALTY
     assert tx.events["AuditRequested"]["ticket"] == ticket_for(tx.block_number)
     assert settle_audit(job_market, tid) == v2
-    assert stake_manager.stakeOf(v1)[1] == 0 and stake_manager.credits(submitter) == AUDITOR_PENALTY
+    assert stake_manager.stakeOf(v1)[1] == 0 and stake_manager.credits(submitter) == 0
     assert registry.identityOf(v1).dict()["history"]["tasksTimedOut"] == 1
     pool.leavePool({"from": v2})
     chain.mine(21)

@@ -37,7 +37,7 @@ contract MarketInvariants is MarketModel {
         handler.init();
 
         targetContract(address(handler));
-        bytes4[] memory s = new bytes4[](55);
+        bytes4[] memory s = new bytes4[](56);
         // the clock (weighted: phases need blocks to pass) and keepers
         s[0] = MarketHandler.roll.selector;
         s[1] = MarketHandler.roll.selector;
@@ -98,6 +98,8 @@ contract MarketInvariants is MarketModel {
         s[52] = TaskActions.grindAuditDraw.selector;
         s[53] = GameActions.grindCommittee.selector;
         s[54] = TaskActions.grindOffer.selector;
+        // an offer declined for inputs that cannot be fetched (issue 30)
+        s[55] = TaskActions.declineTask.selector;
         targetSelector(FuzzSelector({addr: address(handler), selectors: s}));
     }
 

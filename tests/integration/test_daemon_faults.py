@@ -92,11 +92,15 @@ def test_worker_killed_mid_task_times_out_is_penalised_and_its_task_reassigned(f
     stake = net.contracts.stake.functions
     offers_missed = sum(1 for t in timeouts if t["phase"] == TaskStatus.OFFERED)
     assert stake.stakeOf(address).call()[0] == 500 * TOKEN - 2 * TOKEN - offers_missed * TOKEN // 5
-    # Every timeout's penalty goes to the submitter: the killed worker's, and any offer made to
-    # another worker before its daemon was started (whom the draws reach is not fixed here).
+    # Every timeout's penalty is burned (a submitter that withheld the inputs could have caused
+    # it): the killed worker's, and any offer made to another worker before its daemon was
+    # started (whom the draws reach is not fixed here). The submitter is credited none of it.
     penalties = sum(e["args"]["penalty"] for e in net.events("TaskTimedOut") if e["args"]["taskId"] >> 64 == job_id)
     assert penalties >= 2 * TOKEN + offers_missed * TOKEN // 5
-    assert stake.credits(dev_account(1).address).call() == penalties  # to the submitter
+    timed_out = {e["args"]["account"] for e in net.events("TaskTimedOut") if e["args"]["taskId"] >> 64 == job_id}
+    forfeited = sum(e["args"]["amount"] for e in net.contracts.stake.events.StakeForfeited().get_logs(from_block=0)
+                    if e["args"]["account"] in timed_out)
+    assert forfeited == penalties and stake.credits(dev_account(1).address).call() == 0
 
 
 @pytest.mark.parametrize("account", [RESTARTED, VERIFIER], ids=["worker", "verifier"])

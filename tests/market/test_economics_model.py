@@ -106,9 +106,16 @@ def test_issue27_strategies_loseAtTheDefaults_andOnTheCheapestTerms():
     assert m.expected(m.self_challenge(cheap)) == m.expected(m.dust_game(cheap)) == -10 * E
     assert 3 * m.referee_pay(cheap) == 4 * E - 1  # 20 % of 20 TRAIN over 3 seats, rounded down
     assert m.expected(m.penalty_farming(cheap)) == -E // 5
-    # at 100 × the reward an ignored offer's penalty (1 %) is the reward itself: the task nets 0
+    # an ignored offer's penalty is burned, not paid to the submitter: the task costs its reward
     ignored = m.penalty_farming(cheap, ignored=1.0)
-    assert max(o.payoff for o in ignored) == 0 and m.expected(ignored) <= 0
+    assert max(o.payoff for o in ignored) == -E // 5 and m.expected(ignored) < 0
+
+
+def test_withholding_costsTheSubmitterItsDeclinersPenalties():
+    """Issue 30: a submitter whose inputs nobody can fetch pays back the accept penalty of each
+    of the MAX_DECLINES workers that declined (1 % of the 40 TRAIN collateral each)."""
+    assert m.expected(m.withholding(DEFAULTS)) == -3 * (2 * E // 5) < 0
+    assert m.expected(m.withholding(m.cheapest(DEFAULTS))) < 0
 
 
 def test_stageCheat_losesWheneverMoreThanAFifthOfStagesAreReplayed():
@@ -120,5 +127,6 @@ def test_stageCheat_losesWheneverMoreThanAFifthOfStagesAreReplayed():
 def test_probabilities_ofIssue27Strategies_sumToOne():
     cheap = m.cheapest(DEFAULTS)
     for outcomes in (m.stage_cheat(DEFAULTS, 0.3), m.false_stall(DEFAULTS), m.self_challenge(cheap),
-                     m.dust_game(cheap), m.penalty_farming(cheap), m.penalty_farming(cheap, 0.4)):
+                     m.dust_game(cheap), m.penalty_farming(cheap), m.penalty_farming(cheap, 0.4),
+                     m.withholding(DEFAULTS)):
         assert sum(o.probability for o in outcomes) == pytest.approx(1.0)

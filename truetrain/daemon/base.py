@@ -52,7 +52,7 @@ MARKET_EVENTS = (
     "JobCreated", "TaskDrawn", "TaskAccepted", "ResultCommitted", "AuditorDrawn", "AuditWaived",
     "AuditCommitted", "ResultRevealed", "AuditRevealed", "ChallengeWindowOpened", "TaskDisputed",
     "DisputeResolved", "TaskFinalized", "TaskTimedOut", "TaskRequeued", "TaskClosed", "RoundAdvanced",
-    "JobCompleted", "JobCancelled", "JobExpired",
+    "JobCompleted", "JobCancelled", "JobExpired", "JobInputsUnavailable",
 )
 #: Every DisputeGame event a daemon reacts to.
 GAME_EVENTS = ("DisputeOpened", "RefereesDrawn")

@@ -25,7 +25,7 @@ DEADLINE_ARGS = {
     "ChallengeWindowOpened": "deadline", "AuditRequested": "ticket",
 }
 ENDED = {"TaskFinalized", "TaskClosed", "TaskRequeued"}
-JOB_ENDED = {"JobCompleted", "JobCancelled", "JobExpired"}
+JOB_ENDED = {"JobCompleted", "JobCancelled", "JobExpired", "JobInputsUnavailable"}
 #: Refusals of drawTasks that mean "nothing to do for this job now".
 NOTHING_TO_DRAW = {"JobNothingToDraw", "JobNoEligibleWorker", "JobOffersNotReady"}
 TIMEOUTABLE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED}

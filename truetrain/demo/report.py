@@ -31,7 +31,7 @@ def token_flows(contracts, job_id: int, names: dict[str, str]) -> tuple[list[tup
     left = escrow - sum(rewards.values()) - sum(fees.values()) - refunded
     rows.append(("left in escrow", left))
     if penalties:
-        rows.append(("penalties taken from late workers (to the submitter's stake credits)", penalties))
+        rows.append(("penalties taken from late workers (burned: paid to nobody)", penalties))
     return rows, {"escrow": escrow, "rewards": dict(rewards), "fees": dict(fees), "refunded": refunded,
                   "left": left, "penalties": penalties}
 

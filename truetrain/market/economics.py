@@ -16,7 +16,7 @@ default), so that rate is the stage cheat's chance of a challenge.
 Issue 27's strategies on the cheapest terms the contracts allow (``cheapest``: reward
 MIN_COLLATERAL / MAX_COLLATERAL_PER_REWARD, collateral MIN_COLLATERAL, no audit fee or audit)
 are priced here too: a free stall, reputation by self-challenge, referee griefing with dust,
-and farming accept penalties.
+and farming accept penalties; and issue 30's submitter that withholds or corrupts its data.
 """
 
 from __future__ import annotations
@@ -230,15 +230,31 @@ def referee_pay(p: Parameters) -> int:
 
 def penalty_farming(p: Parameters, ignored: float = 0.0) -> list[Outcome]:
     """A submitter of the cheapest job hoping to collect accept penalties. A worker that
-    accepts is paid the reward; an offer ignored (with probability ``ignored``) pays the
-    submitter the accept penalty, and the task is offered to another worker, who is paid.
-    At the contracts' bound (collateral ≤ 100 × reward, accept penalty ≥ 1 %) the penalty is
-    at most the reward, so no task pays its submitter."""
+    accepts is paid the reward; an offer ignored (with probability ``ignored``) costs its
+    worker the accept penalty, burned (TaskRecovery.timeout: no party that can cause a
+    timeout is paid for it), and the task is offered to another worker, who is paid. So no
+    task pays its submitter."""
     outcomes = [Outcome("offer accepted: reward paid", 1 - ignored, -p.reward)]
     if ignored:
-        outcomes.append(Outcome("offer ignored, then accepted: penalty in, reward paid", ignored,
-                                -p.reward + p.penalty(p.accept_penalty_bps)))
+        outcomes.append(Outcome("offer ignored, then accepted: penalty burned, reward paid", ignored, -p.reward))
     return outcomes
+
+
+#: JobMarket's MAX_DECLINES: the distinct workers that decline a task before its job ends.
+MAX_DECLINES = 3
+
+
+def withholding(p: Parameters) -> list[Outcome]:
+    """A submitter that withholds or corrupts a task's inputs (its shard or checkpoint is
+    never served, or served altered). Each offered worker fetches the inputs before it accepts,
+    fails, and declines (``declineTask``): its accept penalty is burned, and the task goes to
+    another worker. When MAX_DECLINES distinct workers have declined, the job ends
+    (``JobInputsUnavailable``): each decliner is paid its penalty back out of the refund, the
+    rest goes to the submitter. The submitter pays MAX_DECLINES accept penalties per such
+    task and is paid nothing; an honest decliner gets its first decline back and loses one
+    accept penalty for each further offer of the same task it declines."""
+    return [Outcome("inputs unavailable: job ended, decliners repaid", 1.0,
+                    -MAX_DECLINES * p.penalty(p.accept_penalty_bps))]
 
 
 def _merge(outcomes: list[Outcome]) -> list[Outcome]:

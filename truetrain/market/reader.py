@@ -16,7 +16,7 @@ from truetrain.training import Contribution, Manifest, load_manifest
 
 from .codes import decode_task_id, encode_task_id
 from .results import ResultBundle
-from .stages import StageBundle
+from .stages import StageBundle, aggregation_index, stage_count, task_place
 from .views import JobView, TaskView
 
 #: Largest object a reader fetches (checkpoints, shards, manifests).
@@ -45,6 +45,9 @@ class MarketReader:
         self.max_bytes = max_bytes
         self.from_block = from_block
         self._manifests: dict[int, Manifest] = {}
+        #: inputs fetched ahead (``hold``): CID → (hash, bytes), and the CIDs each task holds
+        self._held: dict[str, tuple[bytes, bytes]] = {}
+        self._held_by: dict[int, list[str]] = {}
 
     # --- chain views --------------------------------------------------------------
 
@@ -95,6 +98,9 @@ class MarketReader:
     # --- verified content ---------------------------------------------------------
 
     def fetch(self, cid: str, expected_hash: bytes) -> bytes:
+        held = self._held.get(cid)
+        if held is not None and held[0] == bytes(expected_hash):
+            return held[1]
         return self.store.fetch(cid, expected_hash, max_size=self.max_bytes)
 
     def manifest(self, job_id: int) -> Manifest:
@@ -115,13 +121,50 @@ class MarketReader:
 
     def round_start(self, job_id: int, round_index: int) -> bytes | None:
         """The global checkpoint round ``round_index`` trains from (None: initialise from the seed)."""
+        ref = self._start_ref(job_id, round_index)
+        return self.fetch(*ref) if ref else None
+
+    def _start_ref(self, job_id: int, round_index: int) -> tuple[str, bytes] | None:
         if round_index == 0:
             initial = self.manifest(job_id).initial_checkpoint
-            return self.fetch(initial.cid, initial.hash) if initial else None
+            return (initial.cid, initial.hash) if initial else None
         advanced = self.rounds_advanced(job_id)
         if round_index not in advanced:
             raise ResultInvalid(f"job {job_id} has not finished round {round_index - 1} yet")
-        return self.fetch(*advanced[round_index])
+        return advanced[round_index]
+
+    def input_refs(self, task_id: int) -> list[tuple[str, bytes]]:
+        """The (CID, hash) of what training task ``task_id`` reads of its job's data: its shard
+        (a stage's, where the stage reads it: the first and the last) and the checkpoint its
+        round starts from. None for an aggregation task: it reads the round's results."""
+        job_id, round_index, index = decode_task_id(task_id)
+        manifest = self.manifest(job_id)
+        if index >= aggregation_index(manifest):
+            return []
+        shard_index, stage = task_place(manifest, index)
+        refs = []
+        if stage in (0, stage_count(manifest) - 1):
+            ref = manifest.shards[shard_index]
+            refs.append((ref.cid, ref.hash))
+        start = self._start_ref(job_id, round_index)
+        return refs + ([start] if start else [])
+
+    def hold(self, task_id: int) -> None:
+        """Fetch and verify task ``task_id``'s inputs (``input_refs``) now and keep them, so
+        that computing it later fetches nothing again (``release`` drops them). Raises what
+        ``fetch`` raises."""
+        cids = []
+        for cid, expected in self.input_refs(task_id):
+            if cid not in self._held:
+                self._held[cid] = (bytes(expected), self.store.fetch(cid, expected, max_size=self.max_bytes))
+            cids.append(cid)
+        self._held_by[task_id] = cids
+
+    def release(self, task_id: int) -> None:
+        """Drop the inputs ``hold`` kept for task ``task_id`` (those no other held task keeps)."""
+        for cid in self._held_by.pop(task_id, []):
+            if not any(cid in cids for cids in list(self._held_by.values())):
+                self._held.pop(cid, None)
 
     def result(self, task_id: int) -> ResultBundle:
         """A training task's revealed bundle, checked against its revealed root."""

@@ -133,6 +133,14 @@ abstract contract TaskActions is MarketHandlerBase {
         _accept(id, t);
     }
 
+    /// The offered worker says it cannot fetch the task's inputs: its accept penalty is burned
+    /// and the task redrawn; the third distinct decliner ends the job (JobInputsUnavailable).
+    function declineTask(uint256 seed) external step {
+        (uint256 id, IJobMarket.Task memory t) = _pickTask(seed, _acceptable);
+        vm.prank(t.worker);
+        market.declineTask(id);
+    }
+
     /// Honest workers commit the true root, the others a lie diverging at a fuzzed leaf.
     function commitResult(uint256 seed, uint256 lieSeed) external step {
         (uint256 id, IJobMarket.Task memory t) = _pickTask(seed, _running);

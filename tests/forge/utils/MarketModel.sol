@@ -234,7 +234,9 @@ abstract contract MarketModel is MarketFixture {
         _cover("AuditorSlashed", IDisputeGame.AuditorSlashed.selector, 0);
         _cover("DisputeVoided(game)", IDisputeGame.DisputeVoided.selector, 0);
         _cover("StakeSlashed", IStakeManager.StakeSlashed.selector, 0);
-        _cover("StakePenalized", IStakeManager.StakePenalized.selector, 0);
+        _cover("StakeForfeited", IStakeManager.StakeForfeited.selector, 0);
+        _cover("TaskDeclined", IJobMarket.TaskDeclined.selector, 0);
+        _cover("JobInputsUnavailable", IJobMarket.JobInputsUnavailable.selector, 0);
         _cover("UnstakeWithdrawn", IStakeManager.UnstakeWithdrawn.selector, 0);
         _cover("CreditsWithdrawn(stake)", IStakeManager.CreditsWithdrawn.selector, 0);
         _cover("Withdrawn(market)", IJobMarket.Withdrawn.selector, 0);
