@@ -79,13 +79,14 @@ class MarketNet:
         return StorageClient(StorageSettings(api_addr=self.nodes[node].api_addr, timeout_s=20.0))
 
     def start(self, role: str, account: int, *, node: int = 0, extra: list[str] | None = None,
-              env: dict | None = None, wait: bool = True) -> DaemonProcess:
+              env: dict | None = None, wait: bool = True, ipfs: str | None = None) -> DaemonProcess:
+        """Start a daemon on IPFS node ``node`` (or the API at ``ipfs``, e.g. a faulty proxy)."""
         # Polling faster than the devnet mines (every 0.5 s) only adds ticks that see no new block.
         flags = ["--stake", "500", "--poll-interval", "0.5", "--device", "cpu", *(extra or [])]
         if role == "verifier":
             flags += ["--max-concurrent", "4"]
         process = start_daemon(role, account, dev_account(account).address, rpc=self.rpc,
-                               ipfs=self.nodes[node].api_addr, home=self.home, deployments=self.deployments,
+                               ipfs=ipfs or self.nodes[node].api_addr, home=self.home, deployments=self.deployments,
                                extra=flags, env=env)
         self.daemons.append(process)
         if wait:

@@ -1,9 +1,12 @@
-"""A submitter's bad data (issue 30): one shard of the job names a CID that no IPFS node has
-(an unpinned shard). Real worker daemons fetch a task's inputs before they accept it, fail,
-and decline the offer (``declineTask``); when three distinct workers have declined, the job
-ends (``JobInputsUnavailable``). No worker pays more than its bound (one accept penalty per
-repeat offer of that task; its first decline is repaid), the submitter is paid nothing out of
-it, and tokens are conserved."""
+"""A submitter's bad data (issue 30), two ways at once on one devnet: one job's shard names a
+CID that no IPFS node has (an unpinned shard), another job's shard is served corrupt by a
+real faulty proxy (``CorruptingIpfsProxy``, named as such: it flips one byte of what ``cat``
+returns for that CID) in front of the node every daemon uses. Real worker daemons fetch a
+task's inputs before they accept it, fail (not found in time; ``ContentMismatch``), and
+decline the offer (``declineTask``); when three distinct workers have declined a task, its
+job ends (``JobInputsUnavailable``). No worker pays more than its bound (one accept penalty
+per repeat offer of that task; its first decline is repaid), the submitter is paid nothing
+out of it, and tokens are conserved."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from collections import Counter
 
 import pytest
 
+from tests.integration.corrupting_proxy import CorruptingIpfsProxy
 from tests.integration.market_net import SUBMITTER, TOKEN, MarketNet
 from truetrain.chain.client import dev_account
 from truetrain.market import JobStatus
@@ -33,29 +37,49 @@ def _unserved_cid(data: bytes) -> str:
     return "b" + base64.b32encode(bytes([0x01, 0x55]) + multihash).decode().lower().rstrip("=")
 
 
+def _digits(name: str, data: dict):
+    return build_manifest(name=name, seed=3, numeric_mode="repro", model={"kind": "mlp", "widths": [64, 128, 10]},
+                          optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
+                          batch_size=32, steps_per_task=10, checkpoint_interval=5, rounds=1, **data)
+
+
 @pytest.fixture(scope="module")
-def unpinned_job(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
-    with MarketNet(tmp_path_factory.mktemp("bad-data")) as net:
-        net.start("verifier", KEEPER, extra=["--keeper"])
+def bad_jobs(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled build/
+    """Both jobs submitted back to back, each run until it ends: {kind: (job id, escrow)}."""
+    with MarketNet(tmp_path_factory.mktemp("bad-data")) as net, \
+            CorruptingIpfsProxy(net.nodes[0].api_port) as proxy:
+        net.start("verifier", KEEPER, extra=["--keeper"], ipfs=proxy.api_addr)
         for account in WORKERS:
-            net.start("worker", account)
+            net.start("worker", account, ipfs=proxy.api_addr)
 
-        def build(store):
+        def unpinned(store):
             data = publish_dataset(store, "digits", num_shards=2, seed=3)
-            data["shards"][1] = {**data["shards"][1],
-                                 "cid": _unserved_cid(b"a shard nobody serves")}
-            return build_manifest(name="digits-unpinned", seed=3, numeric_mode="repro",
-                                  model={"kind": "mlp", "widths": [64, 128, 10]},
-                                  optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9},
-                                  batch_size=32, steps_per_task=10, checkpoint_interval=5, rounds=1, **data)
+            data["shards"][1] = {**data["shards"][1], "cid": _unserved_cid(b"a shard nobody serves")}
+            return _digits("digits-unpinned", data)
 
-        job_id, _, escrow = net.submit(shards=2, rounds=1, steps=10, terms=TERMS, build=build)
-        net.wait_for("JobInputsUnavailable", lambda: net.events("JobInputsUnavailable", jobId=job_id), timeout=300)
-        yield net, job_id, escrow
+        def corrupted(store):
+            data = publish_dataset(store, "digits", num_shards=2, seed=4)
+            proxy.targets.add(data["shards"][1]["cid"])
+            return _digits("digits-corrupted", data)
+
+        jobs = {}
+        for kind, build in (("unpinned", unpinned), ("corrupted", corrupted)):
+            job_id, _, escrow = net.submit(shards=2, rounds=1, steps=10, terms=TERMS, build=build)
+            jobs[kind] = (job_id, escrow)
+        for job_id, _ in jobs.values():
+            net.wait_for("JobInputsUnavailable", lambda: net.events("JobInputsUnavailable", jobId=job_id), timeout=300)
+        assert proxy.corrupted >= 3  # each decliner of the corrupted shard was served it altered
+        yield net, jobs
 
 
-def test_unpinnedShard_isDeclinedByThreeWorkers_andTheJobEnds(unpinned_job):
-    net, job_id, _ = unpinned_job
+@pytest.fixture(params=["unpinned", "corrupted"])
+def bad_job(request, bad_jobs):
+    net, jobs = bad_jobs
+    return (net, *jobs[request.param])
+
+
+def test_badShard_isDeclinedByThreeWorkers_andTheJobEnds(bad_job):
+    net, job_id, _ = bad_job
     ended = net.events("JobInputsUnavailable", jobId=job_id)[0]["args"]
     bad = net.contracts.market.functions.taskId(job_id, 0, 1).call()
     assert ended["taskId"] == bad
@@ -68,8 +92,8 @@ def test_unpinnedShard_isDeclinedByThreeWorkers_andTheJobEnds(unpinned_job):
         assert "Traceback" not in daemon.log_text(), daemon.log_text()[-3000:]
 
 
-def test_noWorkerPaysMoreThanItsBound_andTheSubmitterGainsNothing(unpinned_job):
-    net, job_id, escrow = unpinned_job
+def test_noWorkerPaysMoreThanItsBound_andTheSubmitterGainsNothing(bad_job):
+    net, job_id, escrow = bad_job
     bad = net.contracts.market.functions.taskId(job_id, 0, 1).call()
     declines = Counter(e["args"]["worker"] for e in net.events("TaskDeclined", taskId=bad))
     repaid = {e["args"]["worker"]: e["args"]["amount"] for e in net.events("DeclineRepaid", taskId=bad)}
@@ -87,8 +111,8 @@ def test_noWorkerPaysMoreThanItsBound_andTheSubmitterGainsNothing(unpinned_job):
     assert net.contracts.stake.functions.credits(dev_account(SUBMITTER).address).call() == 0
 
 
-def test_badDataJob_conservesTokens(unpinned_job):
-    net, *_ = unpinned_job
+def test_badDataJobs_conserveTokens(bad_jobs):
+    net, _ = bad_jobs
     token, stake, market = net.contracts.token, net.contracts.stake, net.contracts.market
     holders = [dev_account(i).address for i in range(10)] + [stake.address, market.address]
     at = {"block_identifier": net.contracts.client.w3.eth.block_number}
