@@ -144,7 +144,7 @@ class TrainRun:
         if self.lm and self.m.model.dropout:  # this step's dropout mask
             self.module.dropout_key = subkey(self.rng_key, DROPOUT_DOMAIN, self.step)
         if self.m.repro:
-            grads, parts = repro_gradients(self.module, xb, yb, self.engine, self.m.limbs, self.micro_batch)
+            grads, parts = self.gradients(xb, yb)
             repro_update(self.m.optimizer, self.params, grads, self.state)
             self._losses.append(parts[0] if len(parts) == 1 else tuple(torch.cat(t) for t in zip(*parts)))
         else:
@@ -154,6 +154,11 @@ class TrainRun:
             stock_step(self.m.optimizer, self.module, self.opt, self.state)
             self._losses.append(loss.detach())
         self.step += 1
+
+    def gradients(self, inputs: torch.Tensor, targets: torch.Tensor):
+        """Repro ``(grads, loss parts)`` of the batch (``distributed.ShardedRun``: this
+        rank's share, the whole batch's gradients)."""
+        return repro_gradients(self.module, inputs, targets, self.engine, self.m.limbs, self.micro_batch)
 
     def take_losses(self) -> float:
         """Mean training loss since the last call (NaN if no step ran); checks finiteness."""
