@@ -36,11 +36,17 @@ class HardwareProfile:
     #: Where the worker serves the records its pipeline stages post (``truetrain.daemon.mailbox``;
     #: empty: none, and then the key is left out of the JSON).
     mailbox: str = ""
+    #: Devices (GPUs, or CPU processes) that train each of its tasks together through
+    #: ``torch.distributed`` (truetrain.training.launch): the same bits as one; left out of
+    #: the JSON when 1, so a one-device profile (and its hash) reads as before.
+    devices: int = 1
 
     def canonical_json(self) -> bytes:
         fields = asdict(self)
         if not fields["mailbox"]:
             del fields["mailbox"]
+        if fields["devices"] == 1:
+            del fields["devices"]
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
     def profile_hash(self) -> bytes:

@@ -41,7 +41,8 @@ from truetrain.daemon.devices import DevicePool
 from truetrain.daemon.lane import Pending
 from truetrain.daemon.mailbox import Mailbox, StageBoard, stage_space
 from truetrain.daemon.warmup import WarmUps
-from truetrain.errors import ContentMismatch, ContentNotFound, ContentTooLarge, InvalidCid, PipelineError, StorageTimeout
+from truetrain.errors import (ConfigError, ContentMismatch, ContentNotFound, ContentTooLarge, InvalidCid, PipelineError,
+                              StorageTimeout)
 from truetrain.market import (ROLE_WORKER, TaskStatus, compute_task, decode_task_id, new_salt, pending_audit_draw,
                               publish_result, result_commitment)
 from truetrain.market.codes import FLAG_STALLED, encode_task_id
@@ -73,6 +74,12 @@ class WorkerDaemon(Daemon):
 
     def __init__(self, settings):
         super().__init__(settings)
+        if settings.devices > 1 and self.device.startswith("cuda"):
+            import torch
+
+            if settings.devices > torch.cuda.device_count():
+                raise ConfigError(f"devices is {settings.devices} but this machine has {torch.cuda.device_count()} "
+                                  "CUDA devices")
         #: The device of each of the up to max_concurrent tasks training at once.
         self.devices = DevicePool(self.device, self.lane_threads())
         self.warmups = WarmUps(self, self.devices.acquire)
@@ -84,10 +91,11 @@ class WorkerDaemon(Daemon):
         self.abandoned: set[int] = set()
 
     def complete_profile(self, profile):
-        """Serve the mailbox of this worker's pipeline stages and declare where it is."""
+        """Serve the mailbox of this worker's pipeline stages and declare where it is, and
+        how many devices train each of its tasks."""
         if self.mailbox is None:
             self.mailbox = Mailbox(self.settings.mailbox_host, self.settings.mailbox_port)
-        return replace(profile, mailbox=self.mailbox.url)
+        return replace(profile, mailbox=self.mailbox.url, devices=self.settings.devices)
 
     def close(self) -> None:
         super().close()
@@ -244,7 +252,7 @@ class WorkerDaemon(Daemon):
             self.metrics.steps_per_second.set(result.steps / seconds if seconds > 0 else 0)
             log.info("trained task", extra={"task": str(task_id), "steps": result.steps, "cid": cid,
                                             "seconds": round(seconds, 2), "started": round(at, 3), "device": device,
-                                            "loss": round(result.training.metrics["final_train_loss"], 4)})
+                                            "devices": self.settings.devices if manifest.repro else 1, "loss": round(result.training.metrics["final_train_loss"], 4)})
         return result.root, cid
 
     def run_stage(self, task_id: int, device: str, started: float, at: float) -> tuple[bytes, str]:
@@ -323,7 +331,7 @@ class WorkerDaemon(Daemon):
         cheat = self.faults.cheat
         job_id, _, index = decode_task_id(task_id)
         if cheat is None or index == self.reader.job(job_id).shards:
-            return compute_task(self.reader, task_id, device=device)
+            return compute_task(self.reader, task_id, device=device, devices=self.settings.devices)
         log.warning("fault: computing a %s result", cheat, extra={"task": str(task_id)})
         result = faulty_result(self.reader, task_id, cheat, self.faults.arg(cheat), device=device)
         return ComputedResult(task_id, result.merkle_root, training=result)

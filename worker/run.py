@@ -10,4 +10,4 @@ def _worker(settings):
     return WorkerDaemon(settings)
 
 
-run = daemon_command("worker", _worker, network=True, stages=True)
+run = daemon_command("worker", _worker, network=True, stages=True, devices=True)

@@ -28,3 +28,16 @@ def test_run_configFileWithUnknownKey_isRefused(tmp_path):
     result = CliRunner().invoke(main, ["worker", "run", "--config", str(config)])
     assert result.exit_code == 2
     assert result.output == f"error: config file {config}: unknown setting 'poll'\n"
+
+
+def test_workerRun_devicesOutOfRange_isRefusedByTheOption():
+    result = CliRunner().invoke(main, ["worker", "run", "--account", "2", "--devices", "0"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--devices': 0 is not in the range 1<=x<=64." in result.output
+    assert "Traceback" not in result.output
+
+
+def test_workerRun_devicesFromEnvironment_isTypedSetting():
+    from truetrain.daemon.settings import load_settings
+
+    assert load_settings("worker", {"account_index": 2}, environ={"TRUETRAIN_DEVICES": "4"}).devices == 4

@@ -58,6 +58,7 @@ def test_state_path_defaultsToOneFolderPerRoleAndAddress():
     ({"account_index": 2, "stage_sample_rate": -0.5}, "stage_sample_rate must be in [0, 1], got -0.5"),
     ({"account_index": 2, "metrics_port": 70000}, "metrics_port must be an integer in [0, 65535], got 70000"),
     ({"account_index": 2, "max_concurrent": 0}, "max_concurrent must be an integer in [1, 255], got 0"),
+    ({"account_index": 2, "devices": 0}, "devices must be an integer in [1, 64], got 0"),
     ({"account_index": 2, "log_format": "xml"}, "log_format must be json or text, got 'xml'"),
     ({"account_index": 2, "gemm_route": "int4"}, "gemm_route must be auto, int8 or float64, got 'int4'"),
 ])

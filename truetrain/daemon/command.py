@@ -8,11 +8,11 @@ import click
 
 from truetrain.cli_options import AMOUNT, default_ipfs, default_rpc
 from truetrain.daemon.logs import setup_logging
-from truetrain.daemon.settings import DEVICES, GEMM_ROUTES, load_settings
+from truetrain.daemon.settings import DEVICES, GEMM_ROUTES, MAX_DEVICES, load_settings
 
 
 def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_default: bool = False,
-                   network: bool = False, stages: bool = False) -> click.Command:
+                   network: bool = False, stages: bool = False, devices: bool = False) -> click.Command:
     """A click ``run`` command that builds ``factory(settings)`` and runs it until SIGTERM."""
 
     def run(config, max_ticks, **flags):
@@ -80,6 +80,12 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
             click.option("--stage-wait", "stage_wait_s", type=click.FloatRange(0, min_open=True),
                          help="Seconds a pipeline stage waits for a message of another stage [default: 300]."),
         ]
+    if devices:
+        options.append(click.option(
+            "--devices", type=click.IntRange(1, MAX_DEVICES), metavar="N",
+            help="Train each repro task data-parallel on N devices through torch.distributed: N CPU processes "
+                 "(gloo), or the first N GPUs with --device cuda (NCCL); declared in the hardware profile. The "
+                 "bits are those of one device; stock jobs and pipeline stages train on one [default: 1]."))
     if network:
         options.append(click.option(
             "--network-check-blocks", type=click.IntRange(1),

@@ -26,6 +26,8 @@ LOG_FORMATS = ("json", "text")
 #: "auto": the int8 kernel when its self-test passes; "int8": on every product, refuse to run
 #: if the self-test fails; "float64": always the fallback. Every route gives the same bits.
 GEMM_ROUTES = ("auto", "int8", "float64")
+#: Most devices (ranks) one worker trains a task on.
+MAX_DEVICES = 64
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class DaemonSettings:
     ``stage_sample_rate``: the same for the stage tasks of split jobs, which draw no audits
     (the contracts refuse an audit rate for them), so sampling is their only check: all of
     them by default, which makes a cheating stage lose whenever one honest verifier runs.
+    ``devices``: a worker trains each repro task data-parallel on this many devices (CPU
+    processes on gloo, or the first N GPUs on NCCL; truetrain.training.launch), declared in
+    its hardware profile; the bits are those of one device.
     ``memory_mib``: declare at most this much memory (0: what the device has); a worker
     declines tasks whose model needs more.
     ``metrics_port`` 0 turns the Prometheus endpoint off.
@@ -72,6 +77,7 @@ class DaemonSettings:
     stage_sample_rate: float = 1.0
     region: int = 0
     max_concurrent: int = 1
+    devices: int = 1
     memory_mib: int = 0
     mailbox_host: str = "127.0.0.1"
     mailbox_port: int = 0
@@ -105,6 +111,7 @@ class DaemonSettings:
         for name, low, high in (("metrics_port", 0, 65535), ("confirmations", 0, 64), ("heartbeat_blocks", 1, 10**9),
                                 ("network_check_blocks", 1, 10**9),
                                 ("stake_wei", 0, 2**128 - 1), ("region", 0, 65535), ("max_concurrent", 1, 255),
+                                ("devices", 1, MAX_DEVICES),
                                 ("memory_mib", 0, 2**31 - 1), ("mailbox_port", 0, 65535), ("account_index", 0, 19)):
             value = getattr(self, name)
             if name == "account_index" and value is None:

@@ -29,10 +29,11 @@ class ComputedResult:
         return int(self.training.metrics["steps"]) if self.training else 0
 
 
-def compute_task(reader, task_id: int, *, device=None) -> ComputedResult:
+def compute_task(reader, task_id: int, *, device=None, devices: int = 1) -> ComputedResult:
     """Train (index < shards) or aggregate (index == shards) task ``task_id`` from the inputs
     ``reader`` (a :class:`~truetrain.market.reader.MarketReader`) finds and verifies. A
-    pipelined job's stage tasks run with their siblings (``stage_run``), not here."""
+    pipelined job's stage tasks run with their siblings (``stage_run``), not here.
+    ``devices``: ranks a training task runs on (``run_task``; the same bits)."""
     job_id, round_index, index = decode_task_id(task_id)
     manifest = reader.manifest(job_id)
     if index == aggregation_index(manifest):
@@ -42,5 +43,5 @@ def compute_task(reader, task_id: int, *, device=None) -> ComputedResult:
     if stage_count(manifest) > 1:
         raise PipelineError(f"task {task_id} is a pipeline stage: it runs with its group's other stages")
     result = run_task(manifest, reader.shard(job_id, index), reader.round_start(job_id, round_index),
-                      index, round_index, device=device)
+                      index, round_index, device=device, devices=devices)
     return ComputedResult(task_id, result.merkle_root, training=result)

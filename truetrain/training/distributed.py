@@ -51,6 +51,14 @@ def rank_rows(batch: int, world: int, rank: int) -> tuple[int, int]:
     return lo, lo + base + (rank < extra)
 
 
+def check_shardable(manifest: Manifest, world: int) -> None:
+    """Refuse a job that cannot train across ``world`` ranks: a stock one, or a batch
+    smaller than the world."""
+    if not manifest.repro:
+        raise TrainingError("only repro jobs train across devices (stock bits depend on the split)")
+    rank_rows(manifest.batch_size, world, 0)
+
+
 class Comm:
     """The collectives a sharded step needs, over ``torch.distributed``'s default group
     (gloo on CPU, NCCL on CUDA). ``reduced_bytes`` counts what went through all-reduces."""
@@ -160,9 +168,7 @@ class ShardedRun(TrainRun):
     each batch, the whole batch's gradients."""
 
     def __init__(self, manifest: Manifest, shard, ckpt, comm: Comm, **kwargs):
-        if not manifest.repro:
-            raise TrainingError("only repro jobs train across devices (stock bits depend on the split)")
-        rank_rows(manifest.batch_size, comm.world, comm.rank)  # refuse a world larger than the batch
+        check_shardable(manifest, comm.world)
         super().__init__(manifest, shard, ckpt, **kwargs)
         self.comm = comm
 
@@ -175,7 +181,8 @@ class ShardedRun(TrainRun):
         it at the same steps): the rows of every rank, step by step, in batch order."""
         if self._losses:
             whole = []
-            for column in zip(*self._losses):  # sumexp, then target: (steps, this rank's rows)
-                whole.append(torch.cat(self.comm.gather(torch.stack(column)), 1).reshape(-1))
+            for column in zip(*self._losses):  # sumexp, then target: (this rank's rows, steps)
+                ranks = self.comm.gather(torch.stack(column, 1))
+                whole.append(torch.cat(ranks).T.reshape(-1))  # step by step, rank by rank
             self._losses = [tuple(whole)]
         return super().take_losses()

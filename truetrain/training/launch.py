@@ -26,7 +26,7 @@ import torch
 
 from ..errors import TrainingError, TruetrainError
 from .checkpoint import Checkpoint, decode_checkpoint
-from .distributed import Comm, ShardedRun
+from .distributed import Comm, ShardedRun, check_shardable
 from .manifest import load_manifest
 from .trainer import as_checkpoint, as_shard
 
@@ -52,6 +52,8 @@ def train_across(jobs: list[TrainJob], world: int, device_type: str = "cpu") -> 
     """Each job's ``(checkpoints, losses)`` as :func:`~.trainer.train` returns them,
     trained by ``world`` ranks (one launch for all the jobs)."""
     encoded = [_encoded(job) for job in jobs]
+    for job in encoded:  # refused here, before any rank starts
+        check_shardable(job.manifest, world)
     results = run_ranks(train_jobs, encoded, world, device_type)
     return [([decode_checkpoint(c) for c in ckpts], losses) for ckpts, losses in results]
 

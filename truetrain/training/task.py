@@ -68,13 +68,16 @@ def task_start(manifest, start_checkpoint_data, shard_index: int,
 
 
 def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: int,
-             round_index: int, *, micro_batch: int | None = None, device=None) -> TaskResult:
+             round_index: int, *, micro_batch: int | None = None, device=None,
+             devices: int = 1) -> TaskResult:
     """Train task (round, shard) for ``steps_per_task`` steps, checkpointing every
     ``checkpoint_interval``; commit to the checkpoints with a Merkle root.
 
     ``start_checkpoint_data``: the round's global checkpoint (bytes or Checkpoint), or None
     in round 0 to initialise from the seed. ``micro_batch`` and ``device`` change speed and
-    memory, never the bits (repro mode; stock mode ignores ``micro_batch``).
+    memory, never the bits (repro mode; stock mode ignores ``micro_batch``). ``devices``
+    > 1 trains a repro task data-parallel on that many ranks (at most one a batch sample):
+    CPU processes, or GPUs when ``device`` is a CUDA one (``launch``); the same bits.
     """
     manifest = load_manifest(manifest)
     if not 0 <= shard_index < len(manifest.shards):
@@ -84,9 +87,17 @@ def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: i
     if keccak256(bytes(shard_bytes)) != manifest.shards[shard_index].hash:
         raise DatasetError(f"shard {shard_index} bytes do not match the manifest's hash")
     ckpt0 = task_start(manifest, start_checkpoint_data, shard_index, round_index)
-    checkpoints, losses = train(manifest, as_shard(shard_bytes, manifest), ckpt0,
-                                manifest.steps_per_task, every=manifest.checkpoint_interval,
-                                micro_batch=micro_batch, device=device)
+    if devices > 1 and manifest.repro:
+        from .launch import train_distributed
+
+        checkpoints, losses = train_distributed(
+            manifest, shard_bytes, ckpt0, manifest.steps_per_task, world=min(devices, manifest.batch_size),
+            device_type="cuda" if str(device or "cpu").startswith("cuda") else "cpu",
+            every=manifest.checkpoint_interval, micro_batch=micro_batch)
+    else:
+        checkpoints, losses = train(manifest, as_shard(shard_bytes, manifest), ckpt0,
+                                    manifest.steps_per_task, every=manifest.checkpoint_interval,
+                                    micro_batch=micro_batch, device=device)
     encoded = [c.to_bytes() for c in checkpoints]
     hashes = [keccak256(b) for b in encoded]
     metrics = {"train_loss": losses, "final_train_loss": losses[-1],
