@@ -27,6 +27,7 @@ import torch
 from ..errors import TrainingError, TruetrainError
 from .checkpoint import Checkpoint, decode_checkpoint
 from .distributed import Comm, ShardedRun, check_shardable
+from .gemm_check import engine_for
 from .manifest import load_manifest
 from .trainer import as_checkpoint, as_shard
 
@@ -54,7 +55,10 @@ def train_across(jobs: list[TrainJob], world: int, device_type: str = "cpu") -> 
     encoded = [_encoded(job) for job in jobs]
     for job in encoded:  # refused here, before any rank starts
         check_shardable(job.manifest, world)
-    results = run_ranks(train_jobs, encoded, world, device_type)
+    # CPU ranks share this process's CPU: they take the engine it self-tested (or was told to
+    # use) rather than each testing the kernel again; a GPU rank tests its own device.
+    engine = engine_for("cpu") if device_type == "cpu" else None
+    results = run_ranks(train_jobs, (encoded, engine), world, device_type)
     return [([decode_checkpoint(c) for c in ckpts], losses) for ckpts, losses in results]
 
 
@@ -70,9 +74,10 @@ def _encoded(job: TrainJob) -> TrainJob:
                     job.steps, job.every, job.micro_batch)
 
 
-def train_jobs(comm: Comm, device: str, jobs: list[TrainJob]) -> list[tuple[list[bytes], list]]:
-    """Run on every rank: each job as :func:`~.trainer.train` runs it; rank 0's checkpoints
-    (encoded) and losses."""
+def train_jobs(comm: Comm, device: str, payload) -> list[tuple[list[bytes], list]]:
+    """Run on every rank: each job of ``payload`` (jobs, GEMM engine or None: the device's)
+    as :func:`~.trainer.train` runs it; rank 0's checkpoints (encoded) and losses."""
+    jobs, engine = payload
     out = []
     for job in jobs:
         if job.steps < 0:
@@ -80,7 +85,7 @@ def train_jobs(comm: Comm, device: str, jobs: list[TrainJob]) -> list[tuple[list
         every = job.every or job.steps or 1
         ckpt = decode_checkpoint(job.checkpoint)
         run = ShardedRun(job.manifest, as_shard(job.shard, job.manifest), ckpt, comm, device=device,
-                         micro_batch=job.micro_batch)
+                         micro_batch=job.micro_batch, engine=engine)
         checkpoints, losses = [job.checkpoint], []
         for i in range(1, job.steps + 1):
             run.run_step()
