@@ -16,7 +16,7 @@ export PATH := $(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export SOLCX_BINARY_PATH := $(SOLCX_DIR)
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup test demo gas bench-repro bench-lm bench-pipeline bench-load bench deploy compile clean distclean
+.PHONY: help setup test demo gas bench-repro bench-lm bench-pipeline bench-distributed bench-load bench deploy compile clean distclean
 .PHONY: forge-test fuzz audit economics
 
 help: ## List the targets
@@ -93,6 +93,9 @@ bench-lm: setup ## Print the demo LM stock vs repro vs through the market (bits 
 
 bench-pipeline: setup ## Print a 3-stage pipelined LM step vs one process (wall time, bytes between stages, per-stage memory), then the demo LM in 3 stages through the market vs one process (bench/pipeline.py, ~6 min)
 	$(PY) bench/pipeline.py --market
+
+bench-distributed: setup ## Print a d512 LM's repro step on 1, 2 and 4 ranks (gloo CPU processes) against one process: speed-up, bytes all-reduced per step, final hashes (bench/distributed.py)
+	$(PY) bench/distributed.py
 
 economics: compile ## Print each strategy's expected profit per task, checked on a devnet with 50 tasks each (bench/economics.py, ~32 min)
 	$(PY) bench/economics.py

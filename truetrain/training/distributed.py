@@ -11,9 +11,10 @@ phases become two collectives per step:
 1. while the backward runs, each rank's :class:`ShardedBook` observes its rows' column
    maxima and records the material of each sum (no integer sum is taken yet);
 2. the ranks all-reduce those maxima with MAX (exact for any float), then take their
-   integer sums against the whole batch's scales and all-reduce them with SUM in int64
-   (integers: exact in any order, and within 2**62 as ``check_contraction`` bounds the
-   whole batch);
+   integer sums against the whole batch's scales and all-reduce them with SUM: integers,
+   so exact in any order, in float64 where the whole batch's sum is bounded below 2**53
+   (column sums always are: the book sizes them so) and in int64 otherwise (within 2**62,
+   as ``check_contraction`` bounds the whole batch);
 3. every rank rounds the same integers the same way and applies the same update, so the
    ranks hold identical parameters and rank 0's checkpoints are the single-process ones.
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import TrainingError
-from .intgemm import I64, ExactSum
+from .intgemm import I64, ExactSum, operand_bits
 from .manifest import Manifest
 from .ops.book import GradBook
 from .ops.step import ReproStep
@@ -114,9 +115,11 @@ class ShardedBook(GradBook):
         super().__init__(engine, limbs, rows)
         self.mode = "observe"
         self._calls: list = []
+        self._terms: dict[tuple[str, str], int] = {}  # a weight sum's terms over the whole batch
 
-    def weight(self, *args, **kwargs) -> None:
-        self._record(GradBook.weight, args, kwargs)
+    def weight(self, name: str, g: torch.Tensor, qa, site: str = "", per_row: int = 1) -> None:
+        self._terms[(name, "w:" + site)] = self.rows * per_row
+        self._record(GradBook.weight, (name, g, qa, site, per_row), {})
 
     def columns(self, *args, **kwargs) -> None:
         self._record(GradBook.columns, args, kwargs)
@@ -137,11 +140,24 @@ class ShardedBook(GradBook):
         self.mode, calls, self._calls = "add", self._calls, []
         for method, args, kwargs in calls:
             method(self, *args, **kwargs)
-        entries = [entry for name in sorted(self._parts) for _, entry in sorted(self._parts[name].items())]
-        ints = [e[0].exact() if e[2] == "weight" else e[0].to(I64) for e in entries]
-        for entry, total in zip(entries, comm.all_reduce(ints, "sum")):
-            # float64 sums hold their integers exactly (the book sized them for the whole batch)
-            entry[0] = ExactSum(total, 0) if entry[2] == "weight" else total.to(F64)
+        entries = [(name, site, entry) for name in sorted(self._parts)
+                   for site, entry in sorted(self._parts[name].items())]
+        sums = [self._summable(name, site, entry) for name, site, entry in entries]
+        for (_, _, entry), total in zip(entries, comm.all_reduce(sums, "sum")):
+            entry[0] = ExactSum(total, 0) if entry[2] == "weight" else total
+
+    def _summable(self, name: str, site: str, entry: list) -> torch.Tensor:
+        """An entry's integers as a tensor whose cross-rank sum is exact: float64 while the
+        whole batch's sum stays below 2**53 (every partial sum then does too), else int64.
+        The choice depends on the whole batch alone, so every rank makes the same one."""
+        if entry[2] != "weight":
+            return entry[0]  # float64 column or row sums, sized for the whole batch
+        total = entry[0]
+        if self._terms[(name, site)] << (2 * operand_bits(self.limbs)) >= 2**53:
+            return total.exact()
+        if total.value.dtype == F64 and total.shift == 0:
+            return total.value
+        return total.exact().to(F64)
 
 
 def sharded_gradients(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor, engine,
