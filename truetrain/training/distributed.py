@@ -133,7 +133,7 @@ class ShardedBook(GradBook):
         method(self, *args, **kwargs)
 
     def reduce(self, comm: Comm) -> None:
-        """All-reduce the maxima, take this rank's sums, all-reduce them (exact int64)."""
+        """All-reduce the maxima, take this rank's sums, all-reduce them (exact integers)."""
         keys = sorted(self._max)
         for key, value in zip(keys, comm.all_reduce([self._max[k] for k in keys], "max")):
             self._max[key] = value
