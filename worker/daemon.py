@@ -64,6 +64,17 @@ WAITING = {TaskStatus.REVEALED, TaskStatus.CHALLENGE_WINDOW, TaskStatus.DISPUTED
 UNFETCHABLE = (ContentMismatch, ContentNotFound, ContentTooLarge, InvalidCid, StorageTimeout)
 
 
+def check_devices(settings) -> None:
+    """Refuse more CUDA devices than the machine has (before connecting to anything); CPU
+    ranks are processes, any number of them."""
+    if settings.devices > 1 and settings.torch_device().startswith("cuda"):
+        import torch
+
+        if settings.devices > torch.cuda.device_count():
+            raise ConfigError(f"devices is {settings.devices} but this machine has {torch.cuda.device_count()} "
+                              "CUDA devices")
+
+
 class WorkerDaemon(Daemon):
     role = "worker"
     role_bits = ROLE_WORKER
@@ -73,13 +84,8 @@ class WorkerDaemon(Daemon):
     declares_network = True
 
     def __init__(self, settings):
+        check_devices(settings)
         super().__init__(settings)
-        if settings.devices > 1 and self.device.startswith("cuda"):
-            import torch
-
-            if settings.devices > torch.cuda.device_count():
-                raise ConfigError(f"devices is {settings.devices} but this machine has {torch.cuda.device_count()} "
-                                  "CUDA devices")
         #: The device of each of the up to max_concurrent tasks training at once.
         self.devices = DevicePool(self.device, self.lane_threads())
         self.warmups = WarmUps(self, self.devices.acquire)

@@ -41,3 +41,14 @@ def test_workerRun_devicesFromEnvironment_isTypedSetting():
     from truetrain.daemon.settings import load_settings
 
     assert load_settings("worker", {"account_index": 2}, environ={"TRUETRAIN_DEVICES": "4"}).devices == 4
+
+
+def test_workerRun_moreCudaDevicesThanPresent_isOneLineBeforeConnecting(tmp_path):
+    import torch
+
+    have = torch.cuda.device_count()
+    want = max(2, have + 1)
+    result = CliRunner().invoke(main, ["worker", "run", "--state-dir", str(tmp_path), "--account", "2",
+                                       "--device", "cuda", "--devices", str(want), "--rpc", "http://127.0.0.1:1"])
+    assert result.exit_code == 2, result.output
+    assert result.output == f"error: devices is {want} but this machine has {have} CUDA devices\n"
