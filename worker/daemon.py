@@ -8,7 +8,8 @@
   (truetrain.daemon.warmup). Inputs that cannot be fetched (altered, not found, or not
   served in time) are the submitter's fault, not a reason to be bound to the task: the
   worker declines the offer (``declineTask``) once instead;
-* Running  → compute the result (train a shard, run its stage of a pipelined shard with
+* Running  → compute the result (train a shard, data-parallel on ``--devices N`` ranks for
+  a repro job (truetrain.training.launch: the bits of one), run its stage of a pipelined shard with
   the group's other stages, or aggregate the round) and publish it in
   the background lane (truetrain.daemon.lane; the loop keeps defending games meanwhile),
   persist root, CID and a fresh salt, then commit; a restart finds them in the book and
@@ -258,7 +259,8 @@ class WorkerDaemon(Daemon):
             self.metrics.steps_per_second.set(result.steps / seconds if seconds > 0 else 0)
             log.info("trained task", extra={"task": str(task_id), "steps": result.steps, "cid": cid,
                                             "seconds": round(seconds, 2), "started": round(at, 3), "device": device,
-                                            "devices": self.settings.devices if manifest.repro else 1, "loss": round(result.training.metrics["final_train_loss"], 4)})
+                                            "devices": self.settings.devices if manifest.repro else 1,
+                                            "loss": round(result.training.metrics["final_train_loss"], 4)})
         return result.root, cid
 
     def run_stage(self, task_id: int, device: str, started: float, at: float) -> tuple[bytes, str]:
