@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import intgemm_fused, native, native_chains
+from .. import intgemm_fused, native, native_chains, native_linear
 from ..intgemm import GemmEngine, Operand, check_contraction, quantize_scaled_columns
 from ..intgemm import operand_bits as limb_bits
 from ..repro_ops import F32, F64, operand_bits, power_scales
@@ -83,9 +83,13 @@ class GradBook:
         if shape is not None:
             self._shapes[wname] = shape
         if bname and self.mode == "both" and native.small(g, self.engine.fuse):
-            q64, down, sb, down_b = native.grad_columns(g, qa.scale, limb_bits(self.limbs), self._bits(per_row))
-            self._add(wname, "", self.engine.matmul(qa.transposed(), Operand(None, down, self.limbs, q64=q64)),
-                      None, "rounded")
+            bits_b = self._bits(per_row)
+            if qa.has_q64 and native_linear.exact(g.shape[0], self.limbs):  # the product too
+                dwt, sb, down_b = native_linear.weight_grad(g, qa, bits_b)
+            else:
+                q64, down, sb, down_b = native.grad_columns(g, qa.scale, limb_bits(self.limbs), bits_b)
+                dwt = self.engine.matmul(qa.transposed(), Operand(None, down, self.limbs, q64=q64))
+            self._add(wname, "", dwt, None, "rounded")
             self._add(bname, "", sb, down_b, "columns")
             return
         self.weight(wname, g, qa, per_row=per_row)
