@@ -112,16 +112,21 @@ int tt_small_linear(const float *x, int64_t m, int64_t k, int64_t n, int bits, c
 }
 
 /* GradBook.linear's one-slice C route, product included: g (m, n) the output gradient,
- * xq (m, k) the forward's integers with row scales sa. Writes dwt (k, n) = the weight
- * gradient transposed, rounded once (what engine.matmul(qa.transposed(), g quantised)
- * gives), and the bias parts sb, down_b of tt_grad_columns. scratch: 2 * n floats in
- * cmax; m * n + k * n + m * ceil(n / 16) * 16 doubles, and down (n floats). */
+ * xq (m, k) the forward's integers with row scales sa. Writes the weight gradient dw (n,
+ * k), rounded once (the transpose of what engine.matmul(qa.transposed(), g quantised)
+ * gives), and the bias gradient db (n): the sums sb of tt_grad_columns times their scales
+ * down_b, rounded once (as GradBook.result rounds a "columns" part). scratch: 2 * n floats
+ * in cmax; m * n + k * n + m * ceil(n / 16) * 16 + k * n + 2 * n doubles, and down (n floats). */
 int tt_small_weight_grad(const float *g, int64_t m, int64_t n, const float *sa, int bits, int bits_b,
                          const double *xq, int64_t k, float *cmax, float *down, double *scratch,
-                         double *sb, double *down_b, float *dwt) {
-    double *gq = scratch, *s = scratch + m * n;
+                         float *db, float *dw) {
+    double *gq = scratch, *s = scratch + m * n, *sb = s + k * n + m * ((n + 15) / 16) * 16, *down_b = sb + n;
+    float *dwt = (float *)(down_b + n);
     if (tt_grad_columns(g, m, n, sa, bits, bits_b, cmax, gq, down, sb, down_b) != 0) return -1;
     exact_mm(xq, 1, k, gq, n, 1, k, m, n, s, s + k * n);
     finish_bias(s, k, n, NULL, down, NULL, dwt, NULL);
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < n; j++) dw[j * k + i] = dwt[i * n + j];
+    for (int64_t j = 0; j < n; j++) db[j] = (float)((sb[j] + 0.0) * down_b[j]);
     return 0;
 }

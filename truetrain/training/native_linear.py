@@ -27,7 +27,7 @@ def declare(lib: ctypes.CDLL) -> None:
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     lib.tt_small_linear.argtypes = [p, i64, i64, i64, i32, p, i64, i64, p, p, p, p, p, p, p]
     lib.tt_small_linear.restype = i32
-    lib.tt_small_weight_grad.argtypes = [p, i64, i64, p, i32, i32, p, i64, p, p, p, p, p, p]
+    lib.tt_small_weight_grad.argtypes = [p, i64, i64, p, i32, i32, p, i64, p, p, p, p, p]
     lib.tt_small_weight_grad.restype = i32
 
 
@@ -72,22 +72,21 @@ def product(x: torch.Tensor, right: Operand, bias: torch.Tensor | None, relu: bo
     return (y, mask) if relu else y, Operand(None, xdown, limbs, q64=xq)
 
 
-def weight_grad(g: torch.Tensor, qa: Operand, bits_b: int):
-    """``(dW.T, sb, down_b)`` of a batch in one piece: the weight gradient transposed (k, n)
-    rounded once, as ``GradBook.linear``'s C route gives it, and the bias parts."""
+def weight_grad(g: torch.Tensor, qa: Operand, bits_b: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dW, db)`` of a batch in one piece, each rounded once: what ``GradBook`` makes of
+    ``native.grad_columns`` and the weight product (its ``rounded`` and ``columns`` parts)."""
     m, n = g.shape
     xq, limbs = qa.q64.contiguous(), qa.limbs
     k = xq.shape[1]
     sa = qa.scale.to(F32).contiguous()
     cmax, down = torch.empty(2 * n, dtype=F32), torch.empty(n, dtype=F32)
-    scratch = torch.empty(m * n + k * n + _panels(m, n), dtype=F64)
-    sb, down_b = torch.empty(n, dtype=F64), torch.empty(n, dtype=F64)
-    dwt = torch.empty((k, n), dtype=F32)
+    scratch = torch.empty(m * n + 2 * k * n + _panels(m, n) + 2 * n, dtype=F64)
+    db, dw = torch.empty(n, dtype=F32), torch.empty((n, k), dtype=F32)
     if native._state["lib"].tt_small_weight_grad(
             g.data_ptr(), m, n, sa.data_ptr(), operand_bits(limbs), bits_b, xq.data_ptr(), k, cmax.data_ptr(),
-            down.data_ptr(), scratch.data_ptr(), sb.data_ptr(), down_b.data_ptr(), dwt.data_ptr()) != 0:
+            down.data_ptr(), scratch.data_ptr(), db.data_ptr(), dw.data_ptr()) != 0:
         raise MemoryError("tt_small_weight_grad: no scratch memory")
-    return dwt, sb, down_b
+    return dw, db
 
 
 def self_test(gen: torch.Generator, same) -> str | None:
@@ -117,9 +116,9 @@ def self_test(gen: torch.Generator, same) -> str | None:
         g = torch.randn(m, n, generator=gen) * torch.logspace(-4, 4, n)
         g[1] = 0.0
         bits_b = _EXACT_BITS - max(0, (m - 1).bit_length())
-        dwt, sb, down_b = weight_grad(g, qa, bits_b)
-        q64, down, want_sb, want_down_b = native.grad_columns(g, qa.scale, operand_bits(limbs), bits_b)
+        dw, db = weight_grad(g, qa, bits_b)
+        q64, down, sb, down_b = native.grad_columns(g, qa.scale, operand_bits(limbs), bits_b)
         want = engine.matmul(qa.transposed(), Operand(None, down, limbs, q64=q64))
-        if not (same(dwt, want) and same(sb, want_sb) and same(down_b, want_down_b)):
+        if not (same(dw, want.T.contiguous()) and same(db, sb.add(0.0).mul_(down_b).to(F32))):
             return f"tt_small_weight_grad differs ({m}x{k}x{n}, {limbs} limbs)"
     return None

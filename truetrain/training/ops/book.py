@@ -84,11 +84,14 @@ class GradBook:
             self._shapes[wname] = shape
         if bname and self.mode == "both" and native.small(g, self.engine.fuse):
             bits_b = self._bits(per_row)
-            if qa.has_q64 and native_linear.exact(g.shape[0], self.limbs):  # the product too
-                dwt, sb, down_b = native_linear.weight_grad(g, qa, bits_b)
-            else:
-                q64, down, sb, down_b = native.grad_columns(g, qa.scale, limb_bits(self.limbs), bits_b)
-                dwt = self.engine.matmul(qa.transposed(), Operand(None, down, self.limbs, q64=q64))
+            if (qa.has_q64 and native_linear.exact(g.shape[0], self.limbs)
+                    and wname not in self._parts and bname not in self._parts):  # the product too, rounded
+                dw, db = native_linear.weight_grad(g, qa, bits_b)
+                self._add(wname, "", dw, None, "final")
+                self._add(bname, "", db, None, "final")
+                return
+            q64, down, sb, down_b = native.grad_columns(g, qa.scale, limb_bits(self.limbs), bits_b)
+            dwt = self.engine.matmul(qa.transposed(), Operand(None, down, self.limbs, q64=q64))
             self._add(wname, "", dwt, None, "rounded")
             self._add(bname, "", sb, down_b, "columns")
             return
@@ -148,6 +151,8 @@ class GradBook:
                     g = total.finish(None, scale, self.engine.fuse).T
                 elif kind == "rounded":
                     g = total.T
+                elif kind == "final":  # rounded in the parameter's shape
+                    g = total
                 else:  # +0.0: a zero sum is +0.0 whatever sign it was built with
                     g = total.add(0.0).mul_(scale).to(F32)
                 grad = g.contiguous() if grad is None else grad + g
