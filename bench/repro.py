@@ -5,12 +5,14 @@ Modes: stock float32; repro on the float64 route (the fallback); repro on the in
 at 2 and 3 limbs as a worker runs it (large tensors' elementwise steps compiled), and at 2
 limbs with everything eager (``--no-gemm-fuse``). Times are the best of
 several blocks, the modes alternating block by block so that load from other processes
-hits them alike; ratios are repro over stock. Run: ``make bench-repro``.
+hits them alike; ratios are repro over stock. Run: ``make bench-repro`` (``python
+bench/repro.py --steps``: the training-step table alone).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -146,16 +148,19 @@ def main() -> None:
     if sys.argv[1:2] == ["--rss"]:
         _rss_child(int(sys.argv[2]), int(sys.argv[3]))
         return
+    steps_only = sys.argv[1:2] == ["--steps"]  # the per-step table alone (a quick look at the ratios)
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, CPU {torch.backends.cpu.get_cpu_capability()}, "
-          f"{threads} threads by default")
+          f"{threads} threads by default, load average {os.getloadavg()[0]:.2f}")
     try:
-        gemm_table()
+        if not steps_only:
+            gemm_table()
         step_table()
     finally:
         torch.set_num_threads(threads)
-    quality_table()
-    memory_table()
+    if not steps_only:
+        quality_table()
+        memory_table()
 
 
 if __name__ == "__main__":

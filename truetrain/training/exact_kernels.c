@@ -149,14 +149,17 @@ int tt_grad_columns(const float *g, int64_t rows, int64_t cols, const float *sa,
         }
     for (int64_t j = 0; j < cols; j++) {
         float up;
-        double upb;
         pow2_scales(mgp[j], bits, &up, &down[j]);
         mgp[j] = up;
-        power_scales((double)mg[j], bits_b, &upb, &down_b[j]);
-        double s = 0.0;
-        for (int64_t i = 0; i < rows; i++) s += nearbyint((double)g[i * cols + j] * upb);
-        sb[j] = s + 0.0;
+        power_scales((double)mg[j], bits_b, &sb[j], &down_b[j]);  /* sb holds the scale until the sums */
     }
+    /* the column sums row by row (vectorised across columns): integers below 2**53, exact
+     * in any order */
+    double *upb = q64;  /* the first row of q64 as scratch for the scales (none: no sums) */
+    for (int64_t j = 0; j < cols; j++) { if (rows > 0) upb[j] = sb[j]; sb[j] = 0.0; }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) sb[j] += nearbyint((double)g[i * cols + j] * upb[j]);
+    for (int64_t j = 0; j < cols; j++) sb[j] = sb[j] + 0.0;
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++)
             q64[i * cols + j] = (double)quantize_one(g[i * cols + j] * sa[i], mgp[j], lo, hi);

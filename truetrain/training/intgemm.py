@@ -106,6 +106,11 @@ class Operand:
         self._q64 = q64
 
     @property
+    def has_q64(self) -> bool:
+        """Whether the float64 integers are at hand (no conversion from planes)."""
+        return self._q64 is not None
+
+    @property
     def q64(self) -> torch.Tensor:
         """The integers as float64 (kept when quantising made them, else converted anew)."""
         return self._q64 if self._q64 is not None else self.q.to(F64)

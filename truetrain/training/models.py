@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from ..errors import ManifestError
-from .ops import ReproStep, conv2d, cross_entropy, linear, max_pool2x2, relu
+from .ops import ReproStep, conv2d, cross_entropy, linear, max_pool2x2
 from .rng import derive_key, uniform
 
 
@@ -176,14 +176,12 @@ class ImageNet(nn.Module):
             if step is not None:
                 x = x.permute(0, 2, 3, 1)  # NHWC
             for i, conv in enumerate(self.conv):
-                x = max_pool2x2(relu(conv2d(x, conv.weight, conv.bias, step, f"conv.{i}"), step), step)
+                x = max_pool2x2(conv2d(x, conv.weight, conv.bias, step, f"conv.{i}", relu=True), step)
             if step is not None:
                 x = x.permute(0, 3, 1, 2)  # flatten in (C, H, W) order either way
             x = x.reshape(r, -1)
         for j, fc in enumerate(self.fc):
-            x = linear(x, fc.weight, fc.bias, step, f"fc.{j}")
-            if j < len(self.fc) - 1:
-                x = relu(x, step)
+            x = linear(x, fc.weight, fc.bias, step, f"fc.{j}", relu=j < len(self.fc) - 1)
         return x
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, step: ReproStep | None = None,

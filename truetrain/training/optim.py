@@ -86,17 +86,17 @@ def repro_update(spec: OptimizerSpec, params, grads, state, clip: torch.Tensor |
     factor where it is computed over more gradients than ``grads`` (a pipeline's stages
     share one over all theirs, ``pipeline/stage.py``); by default it is ``grads``'s own."""
     lr, wd = _f32(spec.lr), _f32(spec.weight_decay)
-    if spec.kind == "sgd":
+    if spec.kind == "sgd":  # g (+ p * wd); buf = buf * mu + g; p -= buf * lr: one op over all tensors each
         mu = _f32(spec.momentum)
-        for name, p in params.items():
-            g = grads[name]
-            if wd:
-                g = g + p * wd
-            if mu:
-                buf = state["momentum." + name]
-                buf.mul_(mu).add_(g)
-                g = buf
-            p.sub_(g * lr)
+        ps, gs = list(params.values()), [grads[name] for name in params]
+        if wd:
+            gs = torch._foreach_add(gs, torch._foreach_mul(ps, wd))
+        if mu:
+            bufs = [state["momentum." + name] for name in params]
+            torch._foreach_mul_(bufs, mu)
+            torch._foreach_add_(bufs, gs)
+            gs = bufs
+        torch._foreach_sub_(ps, torch._foreach_mul(gs, lr))
         return
     decoupled = spec.kind == "adamw"
     if decoupled:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import intgemm_fused, native, native_chains
+from .. import intgemm_fused, native, native_chains, native_linear
 from ..intgemm import GemmEngine, Operand, check_contraction, quantize_scaled_columns
 from ..intgemm import operand_bits as limb_bits
 from ..repro_ops import F32, F64, operand_bits, power_scales
@@ -83,9 +83,16 @@ class GradBook:
         if shape is not None:
             self._shapes[wname] = shape
         if bname and self.mode == "both" and native.small(g, self.engine.fuse):
-            q64, down, sb, down_b = native.grad_columns(g, qa.scale, limb_bits(self.limbs), self._bits(per_row))
-            self._add(wname, "", self.engine.matmul(qa.transposed(), Operand(None, down, self.limbs, q64=q64)),
-                      None, "rounded")
+            bits_b = self._bits(per_row)
+            if (qa.has_q64 and native_linear.exact(g.shape[0], self.limbs)
+                    and wname not in self._parts and bname not in self._parts):  # the product too, rounded
+                dw, db = native_linear.weight_grad(g, qa, bits_b)
+                self._add(wname, "", dw, None, "final")
+                self._add(bname, "", db, None, "final")
+                return
+            q64, down, sb, down_b = native.grad_columns(g, qa.scale, limb_bits(self.limbs), bits_b)
+            dwt = self.engine.matmul(qa.transposed(), Operand(None, down, self.limbs, q64=q64))
+            self._add(wname, "", dwt, None, "rounded")
             self._add(bname, "", sb, down_b, "columns")
             return
         self.weight(wname, g, qa, per_row=per_row)
@@ -144,6 +151,8 @@ class GradBook:
                     g = total.finish(None, scale, self.engine.fuse).T
                 elif kind == "rounded":
                     g = total.T
+                elif kind == "final":  # rounded in the parameter's shape
+                    g = total
                 else:  # +0.0: a zero sum is +0.0 whatever sign it was built with
                     g = total.add(0.0).mul_(scale).to(F32)
                 grad = g.contiguous() if grad is None else grad + g

@@ -113,16 +113,17 @@ class _Im2col(torch.autograd.Function):
 
 
 def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, step: ReproStep | None,
-           name: str) -> torch.Tensor:
-    """'Same'-padded, stride-1 convolution with an odd square kernel. Stock: ``x`` is NCHW
-    (``F.conv2d``); repro: ``x`` is NHWC and so is the result."""
+           name: str, relu: bool = False) -> torch.Tensor:
+    """'Same'-padded, stride-1 convolution with an odd square kernel, then a ReLU where
+    ``relu``. Stock: ``x`` is NCHW (``F.conv2d``); repro: ``x`` is NHWC and so is the result."""
     k = weight.shape[-1]
     if step is None:
-        return F.conv2d(x, weight, bias, padding=k // 2)
+        out = F.conv2d(x, weight, bias, padding=k // 2)
+        return torch.relu(out) if relu else out
     b, h, w, _ = x.shape
     cols = _Im2col.apply(x, k, step.fuse)
     out = linear_rows(cols, weight, bias, step, name + ".weight",
-                      name + ".bias", per_row=h * w)
+                      name + ".bias", per_row=h * w, relu=relu)
     return out.view(b, h, w, weight.shape[0])
 
 
