@@ -16,6 +16,9 @@ from truetrain.errors import TruetrainError
 
 log = logging.getLogger("truetrain.daemon")
 
+#: WorkerPool's marks on a member whose weight a hold deferred (VERIFIER_DEFERRED | WORKER_DEFERRED).
+DEFERRED_MARKS = 0x80 | 0x40
+
 
 class Membership:
     """Identity, stake, pool seat, heartbeat, weight, network figures and earnings."""
@@ -93,14 +96,19 @@ class Membership:
         (WorkerPool.holdDraws, holdOffers): until then the pool draws us by the weights it had
         (a worker that reached its concurrency limit during a hold stays in the tree, and one
         released during a hold comes back only by this refresh). The first blocks of every
-        epoch hold no ticket (FutureRandomness.OPEN), so the chance comes every epoch."""
+        epoch hold no ticket (FutureRandomness.OPEN), so the chance comes every epoch.
+
+        The pool announces a deferral once, when it marks the member: a refresh mined after a
+        new hold began (asked for between our read and our transaction) is deferred again
+        without a second announcement, so the mark itself, read after the refresh, says
+        whether to try again."""
         if not self.weight_deferred:
             return
         pool = self.contracts.pool.functions
         if pool.verifiersHeld().call() or pool.workersHeld().call():
             return
-        self.weight_deferred = False
         self.send("refresh", pool.refresh(self.address))
+        self.weight_deferred = bool(pool.memberOf(self.address).call()[2] & DEFERRED_MARKS)
 
     def start_declaring_network(self) -> None:
         """Measure and declare the network figures now, then every ``network_check_blocks``."""
