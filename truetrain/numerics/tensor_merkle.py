@@ -19,25 +19,17 @@ import torch
 
 from ..errors import NumericsError
 from ..hashing import keccak256
+from ..merkle import inner_node, leaf_node, tree_levels
 
 CHUNK = 64
 CHUNK_BYTES = 4 * CHUNK
 CANONICAL_NAN = 0x7FC00000
-ZERO = bytes(32)
 
 
 def canonical_bits(t: torch.Tensor) -> np.ndarray:
     """The float32 bit patterns of ``t`` flattened row-major (uint32), NaNs canonical."""
     bits = t.detach().to(torch.float32).contiguous().view(torch.int32).reshape(-1).numpy().view(np.uint32)
     return np.where((bits & 0x7FFFFFFF) > 0x7F800000, np.uint32(CANONICAL_NAN), bits)
-
-
-def leaf_node(leaf_hash: bytes) -> bytes:
-    return keccak256(b"\x00" + leaf_hash)
-
-
-def inner_node(left: bytes, right: bytes) -> bytes:
-    return keccak256(b"\x01" + left + right)
 
 
 class TensorTree:
@@ -52,12 +44,8 @@ class TensorTree:
         pad = (-self.numel) % CHUNK
         self.data = np.concatenate([bits, np.zeros(pad, np.uint32)]).astype(">u4").tobytes()
         count = len(self.data) // CHUNK_BYTES
-        level = [leaf_node(keccak256(self.data[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES])) for i in range(count)]
-        level += [ZERO] * ((1 << ceil_log2(count)) - count)
-        self.levels = [level]
-        while len(level) > 1:
-            level = [inner_node(level[i], level[i + 1]) for i in range(0, len(level), 2)]
-            self.levels.append(level)
+        self.levels = tree_levels([leaf_node(keccak256(self.data[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES]))
+                                   for i in range(count)])
 
     @property
     def root(self) -> bytes:

@@ -10,18 +10,15 @@
 
 from __future__ import annotations
 
+from .. import merkle as _tree
 from ..errors import TrainingError
-from ..hashing import keccak256
+from ..merkle import ZERO, inner_node, tree_levels
 
-ZERO = bytes(32)
+__all__ = ["ZERO", "inner_node", "leaf_node", "merkle_proof", "merkle_root", "verify_proof"]
 
 
 def leaf_node(leaf: bytes) -> bytes:
-    return keccak256(b"\x00" + _check32(leaf))
-
-
-def inner_node(left: bytes, right: bytes) -> bytes:
-    return keccak256(b"\x01" + left + right)
+    return _tree.leaf_node(_check32(leaf))
 
 
 def _check32(value: bytes) -> bytes:
@@ -33,16 +30,7 @@ def _check32(value: bytes) -> bytes:
 def _levels(leaves) -> list[list[bytes]]:
     if not leaves:
         raise TrainingError("a Merkle tree needs at least one leaf")
-    level = [leaf_node(x) for x in leaves]
-    size = 1
-    while size < len(level):
-        size *= 2
-    level += [ZERO] * (size - len(level))
-    levels = [level]
-    while len(level) > 1:
-        level = [inner_node(level[i], level[i + 1]) for i in range(0, len(level), 2)]
-        levels.append(level)
-    return levels
+    return tree_levels([leaf_node(x) for x in leaves])
 
 
 def merkle_root(leaves) -> bytes:
