@@ -26,9 +26,10 @@ DEPLOYMENTS_DIR = DEPLOYMENTS
 #: What `up` mints to each of Anvil's accounts 1..FUNDED_ACCOUNTS, once per deployment.
 FUND_WEI = 10_000 * 10**18
 FUNDED_ACCOUNTS = 9
-#: Seconds between empty blocks, so that deadlines and challenge windows (in blocks) pass
-#: while nobody transacts; transactions are still mined at once (mixed mining).
-BLOCK_TIME_S = 0.5
+#: Seconds between blocks. Transactions wait for the next block (no mining on demand), so a
+#: deadline or window of N blocks lasts N × BLOCK_TIME_S whatever the traffic: a busy round
+#: cannot shorten an honest party's window by mining extra blocks.
+BLOCK_TIME_S = 0.25
 
 
 def _alive(pid: int) -> bool:
@@ -92,7 +93,7 @@ def devnet_up(port: int, ipfs_port: int) -> dict:
     if ipfs is None:
         ipfs_port = _port(ipfs_port, "--ipfs-port", "IPFS API")
     if anvil is None:
-        node = start_anvil(port, block_time=BLOCK_TIME_S, mixed_mining=True, log_path=STATE_DIR / "anvil.log")
+        node = start_anvil(port, block_time=BLOCK_TIME_S, log_path=STATE_DIR / "anvil.log")
         anvil = {"pid": node.pid, "port": port, "url": node.url, "chain_id": DEV_CHAIN_ID}
     if ipfs is None:
         try:

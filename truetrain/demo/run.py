@@ -19,6 +19,7 @@ from truetrain.chain.handles import connect_deployment
 from truetrain.cli_options import TOKEN, format_tokens
 from truetrain.demo.processes import start_daemon, wait_for_log
 from truetrain.demo.progress import Progress
+from truetrain.demo.windows import time_replay, window_blocks
 from truetrain.demo.report import balances, print_flows, token_flows
 from truetrain.devnet import FUNDED_ACCOUNTS, devnet_down, devnet_explorer, devnet_up
 from truetrain.errors import TruetrainError
@@ -32,12 +33,14 @@ from truetrain.training import build_manifest, publish_dataset
 
 SUBMITTER, WORKERS, VERIFIER = 1, (2, 3, 4), 5
 SHARDS, ROUNDS = 3, 3
-# Only a failing party waits out the accept and reveal windows, so they are wide (a loaded
-# machine must not cost an honest worker its collateral: the devnet mines on every
-# transaction too, so 20 blocks can pass in a few seconds); every task waits out the challenge
-# window, so it is short, and the contracts want the compute window no longer than it.
+# Only a failing party waits out the accept and reveal windows, so they are wide (30 s and
+# 50 s of the devnet's 0.25 s blocks: a loaded machine must not cost an honest worker its
+# collateral); every task waits out its challenge window, so that one (and the compute window,
+# which the contracts want no longer) is sized from a replay timed on this machine
+# (truetrain/demo/windows.py); these are a split job's, whose nine stage runs share the cores.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=40 * TOKEN,
-                 accept_window=60, compute_window=40, reveal_window=120, challenge_window=40, audit_rate_bps=5_000)
+                 accept_window=120, compute_window=200, reveal_window=200, challenge_window=200,
+                 audit_rate_bps=5_000)
 TIME_LIMIT_S = 400
 
 
@@ -73,7 +76,7 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
     # replays every result instead, and each worker holds one stage of each shard's group.
     # Nine stage runs share the 2-core machine at once, exchanging a dozen messages a step:
     # their compute window (and so the challenge window) is wider.
-    terms = TERMS if stages == 1 else replace(TERMS, audit_rate_bps=0, compute_window=100, challenge_window=100)
+    terms = TERMS if stages == 1 else replace(TERMS, audit_rate_bps=0)
     limit_s = TIME_LIMIT_S * (1 if stages == 1 else 2)
     worker_flags = [] if stages == 1 else ["--max-concurrent", str(SHARDS)]
     verifier_flags = [] if stages == 1 else ["--sample-rate", "1"]
@@ -125,9 +128,16 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
                 print(f"[3/6] job: digits (1,797 8×8 images) split into {SHARDS} shards on IPFS, "
                       f"MLP 64-128-10, {ROUNDS} rounds of 60 SGD steps a shard, repro numerics")
             manifest = demo_manifest(store, model, stages)
+            if stages == 1:
+                sizing = window_blocks(time_replay(manifest, store))
+                terms = replace(terms, compute_window=sizing.blocks, challenge_window=sizing.blocks)
+                print(f"      a task replays here in {sizing.replay_s:.2f} s: compute and challenge windows "
+                      f"{sizing.blocks} blocks ({sizing.window_s:.1f} s), time for a verifier to replay and "
+                      "challenge")
             cid = publish_manifest(store, manifest)
             ensure_registered(contracts, store, submitter, ROLE_SUBMITTER)
             job_id, escrow = create_job(contracts, submitter, manifest, cid, terms)
+            submitted = time.monotonic()
             print(f"      job {job_id} submitted by {submitter.address}: manifest {cid}, escrow "
                   f"{format_tokens(escrow)} TRAIN = {SHARDS * stages + 1} tasks × {ROUNDS} rounds × "
                   f"({format_tokens(terms.reward_per_task)} reward + {format_tokens(terms.audit_fee)} audit fee)")
@@ -142,12 +152,13 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
                     raise TruetrainError(f"daemon(s) {', '.join(dead)} exited; see {HOME / 'logs'}")
                 if time.monotonic() > deadline:
                     raise TruetrainError(f"the job did not finish within {limit_s} s")
-                time.sleep(0.5)
+                time.sleep(0.25)
             progress.poll()
+            job_s = time.monotonic() - submitted
 
             reader = MarketReader(contracts, store)
             summary = collect_results(reader, job_id, out)
-            report_results(job_id, summary)
+            report_results(job_id, summary, job_s)
             if stages > 1:
                 report_stage_traffic(reader, job_id, manifest)
 
@@ -180,9 +191,9 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
     return 0
 
 
-def report_results(job_id: int, summary: dict) -> None:
+def report_results(job_id: int, summary: dict, job_s: float) -> None:
     files = summary["files"]
-    head = f"[5/6] job {job_id} completed: final model {summary['final_checkpoint']['cid']} (hash verified), "
+    head = f"[5/6] job {job_id} completed {job_s:.1f} s after its submission: final model {summary['final_checkpoint']['cid']} (hash verified), "
     if "test_bits_per_byte" in summary:
         print(head + f"held-out {summary['test_bits_per_byte']:.3f} bits per byte on {summary['test_samples']:,} "
                      f"bytes of text")
