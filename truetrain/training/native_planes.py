@@ -11,6 +11,7 @@ products use the same kernels around one ``_int_mm`` per sequence and plane. Bui
 from __future__ import annotations
 
 import ctypes
+import math
 
 import torch
 
@@ -31,6 +32,10 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.tt_column_maxima.restype = None
     lib.tt_combine.argtypes = [p, i64, i32, i64, i64, p, p, p, p, i32]
     lib.tt_combine.restype = None
+    lib.tt_bmm_planes2.argtypes = [p, i64, i64, i64, i64, p, i64, i64, i64, i64, i64, i64, i64, i64, p, p, p, i32, i32]
+    lib.tt_bmm_planes2.restype = i32
+    lib.tt_bmm_vector_path.argtypes = []
+    lib.tt_bmm_vector_path.restype = i32
 
 
 def usable(t: torch.Tensor, fuse: bool, elements: int = MIN_ELEMENTS) -> bool:
@@ -140,10 +145,32 @@ def _batched_side(x: torch.Tensor, left: bool, bits: int, limbs: int) -> tuple[t
     return (planes.transpose(2, 3) if flip else planes), down
 
 
+#: The longest contraction :func:`fused_products` takes (its sums and tt_combine's agree below).
+FUSED_MAX_K = 1 << 16
+
+
+def fused_products(left: torch.Tensor, right: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
+                   portable: bool = False) -> torch.Tensor:
+    """``combine(plane_products(left, right), 2, sa, sb)`` of 2-limb planes in one C call
+    (``bmm_kernels.c``); ``portable``: without the vector path (the self-test's twin)."""
+    nb, _, m, k = left.shape
+    n = right.shape[-1]
+    out = torch.empty((nb, m, n), dtype=F32)
+    sa, sb = _f32(sa), _f32(sb)
+    if native._state["lib"].tt_bmm_planes2(left.data_ptr(), *left.stride(), right.data_ptr(), *right.stride(), nb, m,
+                                           k, n, sa.data_ptr(), sb.data_ptr(), out.data_ptr(), int(portable),
+                                           torch.get_num_threads()):
+        raise MemoryError("tt_bmm_planes2: no scratch memory")
+    return out
+
+
 def bmm_exact(a: torch.Tensor, b: torch.Tensor, bits: int, limbs: int) -> torch.Tensor:
-    """``attention.bmm_exact`` of (N, M, K) @ (N, K, P) by int8 plane products."""
+    """``attention.bmm_exact`` of (N, M, K) @ (N, K, P) by int8 plane products (at 2 limbs,
+    the products and their combine in one C call)."""
     left, sa = _batched_side(a, True, bits, limbs)
     right, sb = _batched_side(b, False, bits, limbs)
+    if limbs == 2 and a.shape[-1] <= FUSED_MAX_K:
+        return fused_products(left, right, sa, sb)
     return combine(plane_products(left, right), limbs, sa, sb)
 
 
@@ -154,8 +181,6 @@ def _sticky_amax(x: torch.Tensor, dim: int) -> torch.Tensor:
 def self_test(gen: torch.Generator, same) -> str | None:
     """The first plane kernel whose bits differ from its torch twin, or None (``same``:
     native's bit-for-bit comparison)."""
-    import math
-
     from . import intgemm_fused
     from .intgemm import _quantize_with, pow2_scales
     from .intgemm_fused import planes_eager
@@ -196,6 +221,9 @@ def self_test(gen: torch.Generator, same) -> str | None:
                                                            cs[b].double(), bias))):
                 if not same(got, want):
                     return f"tt_combine differs (limbs {limbs})"
+    failed = _fused_products_differ(gen, same)
+    if failed:
+        return failed
     a = torch.randn(3, 9, 17, generator=gen) * torch.logspace(-8, 8, 17)
     a[0, 0, :3] = torch.tensor([-0.0, math.nan, 1e-42])
     b = torch.randn(3, 17, 5, generator=gen)
@@ -203,4 +231,26 @@ def self_test(gen: torch.Generator, same) -> str | None:
         for right in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
             if not same(bmm_exact(left, right, 13, 2), attention.bmm_exact(left, right, 2)):
                 return "int8 bmm_exact differs from the float64 route"
+    return None
+
+
+def _fused_products_differ(gen: torch.Generator, same) -> str | None:
+    """Whether ``tt_bmm_planes2`` (vector and portable paths) differs from the plane products
+    and ``tt_combine`` on odd shapes, strided views, the clamp's extremes and NaN scales."""
+    paths = (False, True) if native._state["lib"].tt_bmm_vector_path() else (True,)
+    for nb, m, k, n in ((2, 5, 33, 37), (1, 1, 1, 1), (3, 9, 64, 70)):
+        a = torch.randn(nb, m, k, generator=gen) * torch.logspace(-8, 8, k)
+        b = torch.randn(nb, k, n, generator=gen)
+        a[0, 0, :] = -1.99995  # every value at the clamp's bottom (-2**13): the largest sums
+        b[0, :, 0] = -1.99995
+        if m > 1:
+            a[0, 1, 0] = math.nan
+        for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2)):
+            for right_in in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
+                left, sa = _batched_side(left_in, True, 13, 2)
+                right, sb = _batched_side(right_in, False, 13, 2)
+                want = combine(plane_products(left, right), 2, sa, sb)
+                for portable in paths:
+                    if not same(fused_products(left, right, sa, sb, portable), want):
+                        return f"tt_bmm_planes2 differs ({nb}x{m}x{k}x{n}, portable {portable})"
     return None
