@@ -9,7 +9,8 @@
  * float32(double(S) * rs[i] * cs[j]) as tt_combine does. tt_combine's Karatsuba sum
  * (p0 2**14 + p1 + (m01 - p0 - p1) 2**7) is S exactly in float64 for k <= 2**16, the caller's
  * bound, so the rounded values are the same. Integer sums are exact in any order, so the
- * vector path (AVX-512 VNNI) and the portable one give the same bits; the self-test runs both.
+ * vector path (AVX-512 VNNI) and the portable one give the same bits (the self-test runs
+ * both), and k pairs where a tile of rows is all zero (a causal mask's) are skipped.
  *
  * Sequences are split over `nt` OpenMP threads (torch's thread count): a sequence's output
  * depends on that sequence only.
@@ -25,7 +26,7 @@
 #define TT_BMM_VNNI 0
 #endif
 
-#define BMM_MR 4   /* rows of a tile */
+#define BMM_MR 8   /* rows of a tile (tile_vnni names each) */
 #define BMM_NR 32  /* columns of a tile: two vectors of 16 int32 lanes */
 #define BMM_KB 15  /* pairs of k summed in int32 before widening: 30 products of at most 2**26 each */
 
@@ -53,12 +54,18 @@ static void pack_left(const int8_t *x, const planes_strides *s, int64_t b, int64
 static void pack_right(const int8_t *x, const planes_strides *s, int64_t b, int64_t k, int64_t n, int64_t kp,
                        int16_t *bp) {
     const int8_t *base = x + b * s->b;
-    if (s->r < s->c) {  /* a transposed view: walk down its columns */
+    if (s->r < s->c) {  /* a transposed view: walk down its columns, a k pair at a time */
         for (int64_t j = 0; j < n; j++) {
             int16_t *dst = bp + (j / BMM_NR) * kp * BMM_NR + 2 * (j % BMM_NR);
-            const int8_t *hi = base + j * s->c;
-            for (int64_t c = 0; c < k; c++)
-                dst[(c >> 1) * 2 * BMM_NR + (c & 1)] = (int16_t)(hi[c * s->r] * 128 + hi[c * s->r + s->p]);
+            const int8_t *hi = base + j * s->c, *lo = hi + s->p;
+            int64_t c = 0;
+            for (; c + 1 < k; c += 2) {
+                const int16_t v0 = (int16_t)(hi[c * s->r] * 128 + lo[c * s->r]);
+                const int16_t v1 = (int16_t)(hi[(c + 1) * s->r] * 128 + lo[(c + 1) * s->r]);
+                dst[c * BMM_NR] = v0;
+                dst[c * BMM_NR + 1] = v1;
+            }
+            if (c < k) dst[c * BMM_NR] = (int16_t)(hi[c * s->r] * 128 + lo[c * s->r]);
         }
         return;
     }
@@ -73,72 +80,85 @@ static void pack_right(const int8_t *x, const planes_strides *s, int64_t b, int6
     }
 }
 
-/* S (mp x np int64, row-major) = A (mp x kp, int16 row-major) @ B packed in column panels of
- * BMM_NR: panel t holds, for each k pair, BMM_NR (k, k + 1) pairs of int16. mp is a multiple of
- * BMM_MR, np of BMM_NR, kp even. */
-static void products_portable(const int16_t *a, const int16_t *bp, int64_t mp, int64_t kp, int64_t np,
-                              int64_t *s) {
-    memset(s, 0, sizeof(int64_t) * (size_t)(mp * np));
-    for (int64_t t = 0; t < np / BMM_NR; t++) {
-        const int16_t *panel = bp + t * kp * BMM_NR;
-        for (int64_t i = 0; i < mp; i++) {
-            int64_t *row = s + i * np + t * BMM_NR;
-            for (int64_t k = 0; k < kp; k += 2) {
-                const int32_t a0 = a[i * kp + k], a1 = a[i * kp + k + 1];
-                const int16_t *pb = panel + k * BMM_NR;
-                for (int64_t j = 0; j < BMM_NR; j++)
-                    row[j] += (int64_t)a0 * pb[2 * j] + (int64_t)a1 * pb[2 * j + 1];
-            }
+/* the k pairs [first, last) outside which every row of each tile of BMM_MR packed rows is
+ * zero (a causal mask's zeros): their products add nothing to the exact sums, so they are
+ * skipped; an all-zero tile gets an empty range */
+static void nonzero_pairs(const int16_t *a, int64_t mp, int64_t kp, int64_t *first, int64_t *last) {
+    for (int64_t t = 0; t < mp / BMM_MR; t++) {
+        int64_t lo = kp, hi = 0;
+        for (int64_t r = 0; r < BMM_MR; r++) {
+            const int16_t *row = a + (t * BMM_MR + r) * kp;
+            int64_t c = 0;
+            while (c < lo && row[c] == 0) c++;
+            lo = c < lo ? c : lo;
+            int64_t e = kp;
+            while (e > hi && row[e - 1] == 0) e--;
+            hi = e > hi ? e : hi;
+        }
+        first[t] = lo / 2;
+        last[t] = lo < hi ? (hi + 1) / 2 : lo / 2;
+    }
+}
+
+/* acc (BMM_MR x BMM_NR) = the exact sums over k pairs [q0, q1) of BMM_MR packed rows a (kp
+ * int16 each) and one column panel (for each k pair, BMM_NR (k, k + 1) pairs of int16) */
+static void tile_portable(const int16_t *a, int64_t kp, const int16_t *panel, int64_t q0, int64_t q1,
+                          int64_t acc[BMM_MR][BMM_NR]) {
+    for (int r = 0; r < BMM_MR; r++) {
+        for (int j = 0; j < BMM_NR; j++) acc[r][j] = 0;
+        for (int64_t q = q0; q < q1; q++) {
+            const int64_t a0 = a[r * kp + 2 * q], a1 = a[r * kp + 2 * q + 1];
+            const int16_t *pb = panel + q * 2 * BMM_NR;
+            for (int j = 0; j < BMM_NR; j++) acc[r][j] += a0 * pb[2 * j] + a1 * pb[2 * j + 1];
         }
     }
 }
 
 #if TT_BMM_VNNI
-static inline void widen_add(int64_t *dst, __m512i acc) {
-    __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(acc));
-    __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(acc, 1));
-    _mm512_storeu_si512(dst, _mm512_add_epi64(_mm512_loadu_si512(dst), lo));
-    _mm512_storeu_si512(dst + 8, _mm512_add_epi64(_mm512_loadu_si512(dst + 8), hi));
+/* dst[0:16] = (first ? 0 : dst[0:16]) + the 16 int32 sums, widened */
+static inline void widen_add(int64_t *dst, __m512i sums, int first) {
+    __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(sums));
+    __m512i hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(sums, 1));
+    if (!first) {
+        lo = _mm512_add_epi64(_mm512_loadu_si512(dst), lo);
+        hi = _mm512_add_epi64(_mm512_loadu_si512(dst + 8), hi);
+    }
+    _mm512_storeu_si512(dst, lo);
+    _mm512_storeu_si512(dst + 8, hi);
 }
 
-/* products_portable's sums, by vpdpwssd: each int32 lane adds a0 b0 + a1 b1 per k pair */
-static void products_vnni(const int16_t *a, const int16_t *bp, int64_t mp, int64_t kp, int64_t np, int64_t *s) {
-    memset(s, 0, sizeof(int64_t) * (size_t)(mp * np));
-    const int64_t pairs = kp / 2;
-    for (int64_t t = 0; t < np / BMM_NR; t++) {
-        const int16_t *panel = bp + t * kp * BMM_NR;
-        for (int64_t i = 0; i < mp; i += BMM_MR) {
-            const int16_t *a0 = a + i * kp;
-            for (int64_t k0 = 0; k0 < pairs; k0 += BMM_KB) {
-                const int64_t k1 = k0 + BMM_KB < pairs ? k0 + BMM_KB : pairs;
-                __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512();
-                __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512();
-                __m512i c20 = _mm512_setzero_si512(), c21 = _mm512_setzero_si512();
-                __m512i c30 = _mm512_setzero_si512(), c31 = _mm512_setzero_si512();
-                for (int64_t q = k0; q < k1; q++) {
-                    const int16_t *pb = panel + q * 2 * BMM_NR;
-                    const __m512i b0 = _mm512_loadu_si512(pb), b1 = _mm512_loadu_si512(pb + 32);
-                    int32_t w;
-                    memcpy(&w, a0 + 2 * q, 4);
-                    __m512i x = _mm512_set1_epi32(w);
-                    c00 = _mm512_dpwssd_epi32(c00, x, b0); c01 = _mm512_dpwssd_epi32(c01, x, b1);
-                    memcpy(&w, a0 + kp + 2 * q, 4);
-                    x = _mm512_set1_epi32(w);
-                    c10 = _mm512_dpwssd_epi32(c10, x, b0); c11 = _mm512_dpwssd_epi32(c11, x, b1);
-                    memcpy(&w, a0 + 2 * kp + 2 * q, 4);
-                    x = _mm512_set1_epi32(w);
-                    c20 = _mm512_dpwssd_epi32(c20, x, b0); c21 = _mm512_dpwssd_epi32(c21, x, b1);
-                    memcpy(&w, a0 + 3 * kp + 2 * q, 4);
-                    x = _mm512_set1_epi32(w);
-                    c30 = _mm512_dpwssd_epi32(c30, x, b0); c31 = _mm512_dpwssd_epi32(c31, x, b1);
-                }
-                int64_t *o = s + i * np + t * BMM_NR;
-                widen_add(o, c00); widen_add(o + 16, c01);
-                widen_add(o + np, c10); widen_add(o + np + 16, c11);
-                widen_add(o + 2 * np, c20); widen_add(o + 2 * np + 16, c21);
-                widen_add(o + 3 * np, c30); widen_add(o + 3 * np + 16, c31);
-            }
+/* tile_portable's sums by vpdpwssd (each int32 lane adds a0 b0 + a1 b1 per k pair), widened
+ * to int64 every BMM_KB pairs */
+static void tile_vnni(const int16_t *a, int64_t kp, const int16_t *panel, int64_t q0, int64_t q1,
+                      int64_t acc[BMM_MR][BMM_NR]) {
+    if (q0 >= q1) {
+        memset(acc, 0, sizeof(int64_t) * BMM_MR * BMM_NR);
+        return;
+    }
+    for (int64_t k0 = q0; k0 < q1; k0 += BMM_KB) {
+        const int first = k0 == q0;
+        const int64_t k1 = k0 + BMM_KB < q1 ? k0 + BMM_KB : q1;
+        __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+                c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+        for (int64_t q = k0; q < k1; q++) {
+            const int16_t *pb = panel + q * 2 * BMM_NR, *aq = a + 2 * q;
+            const __m512i b0 = _mm512_loadu_si512(pb), b1 = _mm512_loadu_si512(pb + 32);
+            __m512i x;
+#define TT_ROW(r, lo, hi)                                                              \
+            { int32_t w; memcpy(&w, aq + (r) * kp, 4); x = _mm512_set1_epi32(w); \
+              lo = _mm512_dpwssd_epi32(lo, x, b0); hi = _mm512_dpwssd_epi32(hi, x, b1); }
+            TT_ROW(0, c00, c01) TT_ROW(1, c10, c11) TT_ROW(2, c20, c21) TT_ROW(3, c30, c31)
+            TT_ROW(4, c40, c41) TT_ROW(5, c50, c51) TT_ROW(6, c60, c61) TT_ROW(7, c70, c71)
+#undef TT_ROW
         }
+        widen_add(acc[0], c00, first); widen_add(acc[0] + 16, c01, first);
+        widen_add(acc[1], c10, first); widen_add(acc[1] + 16, c11, first);
+        widen_add(acc[2], c20, first); widen_add(acc[2] + 16, c21, first);
+        widen_add(acc[3], c30, first); widen_add(acc[3] + 16, c31, first);
+        widen_add(acc[4], c40, first); widen_add(acc[4] + 16, c41, first);
+        widen_add(acc[5], c50, first); widen_add(acc[5] + 16, c51, first);
+        widen_add(acc[6], c60, first); widen_add(acc[6] + 16, c61, first);
+        widen_add(acc[7], c70, first); widen_add(acc[7] + 16, c71, first);
     }
 }
 #endif
@@ -156,38 +176,46 @@ int tt_bmm_planes2(const int8_t *left, int64_t lb, int64_t lp, int64_t lr, int64
                    const float *rs, const float *cs, float *out, int portable, int nt) {
     const planes_strides ls = {lb, lp, lr, lc}, rsd = {rb, rp, rr, rc};
     const int64_t mp = (m + BMM_MR - 1) / BMM_MR * BMM_MR, np = (n + BMM_NR - 1) / BMM_NR * BMM_NR;
-    const int64_t kp = (k + 1) / 2 * 2;
+    const int64_t kp = (k + 1) / 2 * 2, tiles = mp / BMM_MR;
     int failed = 0;
     #pragma omp parallel num_threads(nt) if (nt > 1 && nb > 1)
     {
-        int16_t *a = malloc(sizeof(int16_t) * (size_t)(mp * kp + kp * np + 1));
-        int64_t *s = malloc(sizeof(int64_t) * (size_t)(mp * np));
-        if (!a || !s) {
+        int16_t *a = malloc(sizeof(int16_t) * (size_t)(mp * kp + kp * np) + sizeof(int64_t) * (size_t)(2 * tiles));
+        if (!a) {
             #pragma omp atomic write
             failed = 1;
         }
         #pragma omp for schedule(static)
         for (int64_t b = 0; b < nb; b++) {
-            if (!a || !s) continue;
+            if (!a) continue;
             int16_t *bp = a + mp * kp;
-            memset(a, 0, sizeof(int16_t) * (size_t)(mp * kp + kp * np));
+            int64_t *first = (int64_t *)(bp + kp * np), *last = first + tiles;
+            if (mp != m || kp != k || np != n)  /* the padding */
+                memset(a, 0, sizeof(int16_t) * (size_t)(mp * kp + kp * np));
             pack_left(left, &ls, b, m, k, kp, a);
             pack_right(right, &rsd, b, k, n, kp, bp);
-#if TT_BMM_VNNI
-            if (!portable) products_vnni(a, bp, mp, kp, np, s);
-            else
-#endif
-                products_portable(a, bp, mp, kp, np, s);
+            nonzero_pairs(a, mp, kp, first, last);
             const float *cb = cs + b * n;
-            for (int64_t i = 0; i < m; i++) {
-                const double rv = (double)rs[b * m + i];
-                const int64_t *row = s + i * np;
-                float *o = out + (b * m + i) * n;
-                for (int64_t j = 0; j < n; j++) o[j] = (float)((double)row[j] * rv * (double)cb[j]);
+            for (int64_t t = 0; t < tiles; t++) {
+                const int64_t i0 = t * BMM_MR, rows = m - i0 < BMM_MR ? m - i0 : BMM_MR;
+                for (int64_t j0 = 0; j0 < np; j0 += BMM_NR) {
+                    int64_t acc[BMM_MR][BMM_NR];
+                    const int16_t *panel = bp + j0 * kp;
+#if TT_BMM_VNNI
+                    if (!portable) tile_vnni(a + i0 * kp, kp, panel, first[t], last[t], acc);
+                    else
+#endif
+                        tile_portable(a + i0 * kp, kp, panel, first[t], last[t], acc);
+                    const int64_t cols = n - j0 < BMM_NR ? n - j0 : BMM_NR;
+                    for (int64_t r = 0; r < rows; r++) {
+                        const double rv = (double)rs[b * m + i0 + r];
+                        float *o = out + (b * m + i0 + r) * n + j0;
+                        for (int64_t j = 0; j < cols; j++) o[j] = (float)((double)acc[r][j] * rv * (double)cb[j0 + j]);
+                    }
+                }
             }
         }
         free(a);
-        free(s);
     }
     return failed ? -1 : 0;
 }
