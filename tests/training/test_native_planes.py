@@ -97,7 +97,8 @@ def test_fusedAttentionProducts_anyThreadCountBothPaths_planeProductsBits(thread
     b = torch.randn(5, 130, 45, generator=gen)
     a[0, 0], b[0, :, 0] = -1.99995, -1.99995  # q = -2**13 throughout: sums past int32
     a[1, 2, 7], b[2, 5, 1], b[3, :, 2] = math.nan, math.inf, -0.0
-    for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2)):
+    causal = (a * torch.ones(67, 130).tril(), a * torch.ones(67, 130).triu(20))  # zero runs: skipped k pairs
+    for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2), *causal):
         for right_in in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
             left, sa = native_planes._batched_side(left_in, True, 13, 2)
             right, sb = native_planes._batched_side(right_in, False, 13, 2)

@@ -245,7 +245,8 @@ def _fused_products_differ(gen: torch.Generator, same) -> str | None:
         b[0, :, 0] = -1.99995
         if m > 1:
             a[0, 1, 0] = math.nan
-        for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2)):
+        causal = a * torch.ones(m, k).tril()  # zero runs: skipped k pairs
+        for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2), causal):
             for right_in in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
                 left, sa = _batched_side(left_in, True, 13, 2)
                 right, sb = _batched_side(right_in, False, 13, 2)
