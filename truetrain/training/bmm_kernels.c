@@ -1,16 +1,19 @@
 /* Attention's batched exact products in one call (truetrain/training/native_planes.py).
  *
- * native_planes.bmm_exact quantises both operands to the int8 planes of the 2-limb route
- * (the digits hi, lo of q = 128 hi + lo, and hi + lo), takes one int8 product per sequence
- * and plane, and combines the three with one rounding (tt_combine). This kernel takes the
- * same planes and gives the same float32 bits in one call: it rebuilds each q (|q| <= 2**13)
- * as an int16, forms the exact integer sums S = sum_k qa qb in int64 (int16 x int16 products
- * summed in int32 lanes for at most 16 terms, |partial| < 2**31, then widened), and rounds
- * float32(double(S) * rs[i] * cs[j]) as tt_combine does. tt_combine's Karatsuba sum
- * (p0 2**14 + p1 + (m01 - p0 - p1) 2**7) is S exactly in float64 for k <= 2**16, the caller's
- * bound, so the rounded values are the same. Integer sums are exact in any order, so the
- * vector path (AVX-512 VNNI) and the portable one give the same bits (the self-test runs
- * both), and k pairs where a tile of rows is all zero (a causal mask's) are skipped.
+ * native_planes.bmm_exact at 2 limbs quantises both float32 operands (rows of the left, columns
+ * of the right, each on its power-of-two scale, intgemm.quantize), splits each integer q
+ * (|q| <= 2**13) into the int8 planes hi, lo, hi + lo (q = 128 hi + lo), takes one int8
+ * product per sequence and plane, and combines the three with one rounding (tt_combine).
+ * This kernel gives the same float32 bits in one call: it quantises as tt_quantize_planes
+ * does (the same helpers; a row or column holding a NaN or inf gets the NaN scale whichever
+ * NaN its maximum is, and its NaN values quantise to 0, as the planes hold them), keeps each
+ * q as an int16, forms the exact integer sums S = sum_k qa qb in int64 (int16 x int16
+ * products summed in int32 lanes for at most 30 terms, |partial| < 2**31, then widened),
+ * and rounds float32(double(S) * rs[i] * cs[j]) as tt_combine does. tt_combine's Karatsuba
+ * sum (p0 2**14 + p1 + (m01 - p0 - p1) 2**7) is S exactly in float64 for k <= 2**16, the
+ * caller's bound, so the rounded values are the same. Integer sums are exact in any order,
+ * so the vector path (AVX-512 VNNI) and the portable one give the same bits (the self-test
+ * runs both), and k pairs where a tile of rows is all zero (a causal mask's) are skipped.
  *
  * Sequences are split over `nt` OpenMP threads (torch's thread count): a sequence's output
  * depends on that sequence only.
@@ -18,6 +21,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+
+#include "exact_common.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include <immintrin.h>
@@ -30,54 +36,100 @@
 #define BMM_NR 32  /* columns of a tile: two vectors of 16 int32 lanes */
 #define BMM_KB 15  /* pairs of k summed in int32 before widening: 30 products of at most 2**26 each */
 
-/* strides in elements of a planes view (batch, plane, row, col) */
-typedef struct { int64_t b, p, r, c; } planes_strides;
+/* a float32 operand of nb (rows, cols) matrices: its base and element strides */
+typedef struct { const float *x; int64_t b, r, c; } operand;
 
-/* rows of the left operand of sequence b as int16 (m x kp, row-major; the padding stays 0) */
-static void pack_left(const int8_t *x, const planes_strides *s, int64_t b, int64_t m, int64_t k, int64_t kp,
-                      int16_t *a) {
-    const int8_t *base = x + b * s->b;
-    if (s->r <= s->c) {  /* a transposed view: walk down its columns */
-        for (int64_t c = 0; c < k; c++) {
-            const int8_t *hi = base + c * s->c;
-            for (int64_t i = 0; i < m; i++) a[i * kp + c] = (int16_t)(hi[i * s->r] * 128 + hi[i * s->r + s->p]);
-        }
-        return;
-    }
-    for (int64_t i = 0; i < m; i++) {
-        const int8_t *hi = base + i * s->r;
-        for (int64_t c = 0; c < k; c++) a[i * kp + c] = (int16_t)(hi[c * s->c] * 128 + hi[c * s->c + s->p]);
-    }
+/* the largest magnitude's bits (non-negative floats order as integers; any NaN's are above
+ * inf's, and pow2_scales reads only the exponent field) */
+static inline int32_t magnitude(float v) { return f32_bits(v) & 0x7FFFFFFF; }
+
+/* q of one value as the planes hold it: round(v * up) clamped (quantize_one), NaN as 0;
+ * branch-free, so that the loops vectorise */
+static inline int16_t quantize16(float v, float up, float lo, float hi) {
+    float r = nearbyintf(v * up);
+    r = r < lo ? lo : r;
+    r = r > hi ? hi : r;
+    return (int16_t)(r == r ? (int32_t)r : 0);
 }
 
-/* the right operand of sequence b in the column panels of the products (the padding stays 0) */
-static void pack_right(const int8_t *x, const planes_strides *s, int64_t b, int64_t k, int64_t n, int64_t kp,
-                       int16_t *bp) {
-    const int8_t *base = x + b * s->b;
-    if (s->r < s->c) {  /* a transposed view: walk down its columns, a k pair at a time */
+/* the scales of `lines` lines of `len` values (line i, value c at x[i * sl + c * sv]) from
+ * their maxima: up[i] and down[i] as pow2_scales gives them; walks along the smaller stride;
+ * m: scratch (lines) */
+static void line_scales(const float *x, int64_t lines, int64_t len, int64_t sl, int64_t sv, int bits, int32_t *m,
+                        float *up, float *down) {
+    for (int64_t i = 0; i < lines; i++) m[i] = 0;
+    if (sv <= sl)
+        for (int64_t i = 0; i < lines; i++)
+            for (int64_t c = 0; c < len; c++) {
+                const int32_t a = magnitude(x[i * sl + c * sv]);
+                m[i] = a > m[i] ? a : m[i];
+            }
+    else
+        for (int64_t c = 0; c < len; c++)
+            for (int64_t i = 0; i < lines; i++) {
+                const int32_t a = magnitude(x[i * sl + c * sv]);
+                m[i] = a > m[i] ? a : m[i];
+            }
+    for (int64_t i = 0; i < lines; i++) pow2_scales(bits_f32(m[i]), bits, &up[i], &down[i]);
+}
+
+/* the left operand of sequence b quantised per row: int16 rows (m x kp, row-major; the
+ * padding stays 0) and the row scales down (m); mx, up: scratch (m); q: scratch (k x m int16) */
+static void pack_left(const operand *s, int64_t b, int64_t m, int64_t k, int64_t kp, int bits, int16_t *a,
+                      int32_t *mx, float *up, float *down, int16_t *q) {
+    const float *x = s->x + b * s->b, lo = -(float)(1 << bits), hi = (float)((1 << bits) - 1);
+    line_scales(x, m, k, s->r, s->c, bits, mx, up, down);
+    if (s->c <= s->r) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t c = 0; c < k; c++) a[i * kp + c] = quantize16(x[i * s->r + c * s->c], up[i], lo, hi);
+        return;
+    }
+    for (int64_t c = 0; c < k; c++)  /* columns lie contiguous: quantise each into a row of q, then transpose */
+        for (int64_t i = 0; i < m; i++) q[c * m + i] = quantize16(x[i * s->r + c * s->c], up[i], lo, hi);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t c = 0; c < k; c++) a[i * kp + c] = q[c * m + i];
+}
+
+/* the right operand of sequence b quantised per column, in the column panels of the products
+ * (panel t: for each k pair, BMM_NR (k, k + 1) pairs of int16; the padding stays 0), and the
+ * column scales down (n); mx, up: scratch (n); q: scratch (kp x np int16) */
+static void pack_right(const operand *s, int64_t b, int64_t k, int64_t n, int64_t kp, int bits, int16_t *bp,
+                       int32_t *mx, float *up, float *down, int16_t *q) {
+    const float *x = s->x + b * s->b, lo = -(float)(1 << bits), hi = (float)((1 << bits) - 1);
+    line_scales(x, n, k, s->c, s->r, bits, mx, up, down);
+    if (s->r < s->c) {  /* columns lie contiguous: quantise each into a row of q, then deal its k pairs */
+        for (int64_t j = 0; j < n; j++) {
+            const float *col = x + j * s->c;
+            int16_t *o = q + j * kp;
+            for (int64_t c = 0; c < k; c++) o[c] = quantize16(col[c * s->r], up[j], lo, hi);
+            if (k < kp) o[k] = 0;
+        }
+        if (n % BMM_NR)  /* the last panel's padding columns */
+            memset(bp + (n / BMM_NR) * kp * BMM_NR, 0, sizeof(int16_t) * (size_t)(kp * BMM_NR));
         for (int64_t j = 0; j < n; j++) {
             int16_t *dst = bp + (j / BMM_NR) * kp * BMM_NR + 2 * (j % BMM_NR);
-            const int8_t *hi = base + j * s->c, *lo = hi + s->p;
-            int64_t c = 0;
-            for (; c + 1 < k; c += 2) {
-                const int16_t v0 = (int16_t)(hi[c * s->r] * 128 + lo[c * s->r]);
-                const int16_t v1 = (int16_t)(hi[(c + 1) * s->r] * 128 + lo[(c + 1) * s->r]);
-                dst[c * BMM_NR] = v0;
-                dst[c * BMM_NR + 1] = v1;
-            }
-            if (c < k) dst[c * BMM_NR] = (int16_t)(hi[c * s->r] * 128 + lo[c * s->r]);
+            for (int64_t c = 0; c < kp; c += 2) memcpy(dst + c * BMM_NR, q + j * kp + c, 2 * sizeof(int16_t));
         }
         return;
     }
-    for (int64_t c = 0; c < k; c++) {
-        int16_t *pair = bp + (c >> 1) * 2 * BMM_NR + (c & 1);
-        const int8_t *hi = base + c * s->r;
-        for (int64_t t = 0; t * BMM_NR < n; t++) {
-            const int64_t j1 = (t + 1) * BMM_NR < n ? (t + 1) * BMM_NR : n;
-            int16_t *dst = pair + t * kp * BMM_NR - 2 * t * BMM_NR;
-            for (int64_t j = t * BMM_NR; j < j1; j++) dst[2 * j] = (int16_t)(hi[j * s->c] * 128 + hi[j * s->c + s->p]);
-        }
+    const int64_t np = (n + BMM_NR - 1) / BMM_NR * BMM_NR;
+    for (int64_t c = 0; c < k; c++) {  /* rows lie contiguous: quantise each into a row of q */
+        const float *row = x + c * s->r;
+        int16_t *o = q + c * np;
+        for (int64_t j = 0; j < n; j++) o[j] = quantize16(row[j * s->c], up[j], lo, hi);
+        for (int64_t j = n; j < np; j++) o[j] = 0;
     }
+    if (k < kp)
+        for (int64_t j = 0; j < np; j++) q[k * np + j] = 0;
+    for (int64_t t = 0; t < np / BMM_NR; t++)  /* then interleave the rows of each k pair */
+        for (int64_t c = 0; c < kp; c += 2) {
+            int16_t *dst = bp + t * kp * BMM_NR + c * BMM_NR;
+            const int16_t *r0 = q + c * np + t * BMM_NR, *r1 = r0 + np;
+            for (int64_t j = 0; j < BMM_NR; j++) {
+                dst[2 * j] = r0[j];
+                dst[2 * j + 1] = r1[j];
+            }
+        }
 }
 
 /* the k pairs [first, last) outside which every row of each tile of BMM_MR packed rows is
@@ -129,8 +181,8 @@ static inline void widen_add(int64_t *dst, __m512i sums, int first) {
 
 /* tile_portable's sums by vpdpwssd (each int32 lane adds a0 b0 + a1 b1 per k pair), widened
  * to int64 every BMM_KB pairs */
-static void tile_vnni(const int16_t *a, int64_t kp, const int16_t *panel, int64_t q0, int64_t q1,
-                      int64_t acc[BMM_MR][BMM_NR]) {
+__attribute__((noinline)) static void tile_vnni(const int16_t *a, int64_t kp, const int16_t *panel, int64_t q0,
+                                                int64_t q1, int64_t acc[BMM_MR][BMM_NR]) {
     if (q0 >= q1) {
         memset(acc, 0, sizeof(int64_t) * BMM_MR * BMM_NR);
         return;
@@ -166,36 +218,38 @@ static void tile_vnni(const int16_t *a, int64_t kp, const int16_t *panel, int64_
 /* Whether this build has the vector path (the self-test then checks both). */
 int tt_bmm_vector_path(void) { return TT_BMM_VNNI; }
 
-/* float32 out (nb, m, n) = the 2-limb route's rounding of the exact products of left planes
- * (nb, P, m, k) and right planes (nb, P, k, n), views with the given element strides (only
- * planes 0 and 1, the digits, are read), row scales rs (nb, m) and column scales cs (nb, n),
- * float32 powers of two or NaN. portable: skip the vector path. Returns 0, or -1 when scratch
- * memory is short. */
-int tt_bmm_planes2(const int8_t *left, int64_t lb, int64_t lp, int64_t lr, int64_t lc, const int8_t *right,
-                   int64_t rb, int64_t rp, int64_t rr, int64_t rc, int64_t nb, int64_t m, int64_t k, int64_t n,
-                   const float *rs, const float *cs, float *out, int portable, int nt) {
-    const planes_strides ls = {lb, lp, lr, lc}, rsd = {rb, rp, rr, rc};
+/* float32 out (nb, m, n) = native_planes.bmm_exact at 2 limbs (bits: operand_bits(2)) of
+ * float32 a (nb, m, k) and b (nb, k, n), each at its element strides (batch, row, col).
+ * portable: skip the vector path. Returns 0, or -1 when scratch memory is short. */
+int tt_bmm_exact2(const float *ax, int64_t ab, int64_t ar, int64_t ac, const float *bx, int64_t bb, int64_t br,
+                  int64_t bc, int64_t nb, int64_t m, int64_t k, int64_t n, int bits, float *out, int portable, int nt) {
+    const operand sa = {ax, ab, ar, ac}, sb = {bx, bb, br, bc};
     const int64_t mp = (m + BMM_MR - 1) / BMM_MR * BMM_MR, np = (n + BMM_NR - 1) / BMM_NR * BMM_NR;
     const int64_t kp = (k + 1) / 2 * 2, tiles = mp / BMM_MR;
+    /* scratch: the tiles' k ranges, the scales, the maxima, the packed operands, a transpose's */
+    const int64_t spare = kp * np > k * m ? kp * np : k * m;
+    const size_t longs = (size_t)(2 * tiles), floats = (size_t)(2 * (m + n));
+    const size_t ints = (size_t)(mp * kp + kp * np + spare);
     int failed = 0;
     #pragma omp parallel num_threads(nt) if (nt > 1 && nb > 1)
     {
-        int16_t *a = malloc(sizeof(int16_t) * (size_t)(mp * kp + kp * np) + sizeof(int64_t) * (size_t)(2 * tiles));
-        if (!a) {
+        int64_t *first = malloc(sizeof(int64_t) * longs + sizeof(float) * 2 * floats + sizeof(int16_t) * ints);
+        if (!first) {
             #pragma omp atomic write
             failed = 1;
         }
         #pragma omp for schedule(static)
         for (int64_t b = 0; b < nb; b++) {
-            if (!a) continue;
-            int16_t *bp = a + mp * kp;
-            int64_t *first = (int64_t *)(bp + kp * np), *last = first + tiles;
-            if (mp != m || kp != k || np != n)  /* the padding */
-                memset(a, 0, sizeof(int16_t) * (size_t)(mp * kp + kp * np));
-            pack_left(left, &ls, b, m, k, kp, a);
-            pack_right(right, &rsd, b, k, n, kp, bp);
+            if (!first) continue;
+            int64_t *last = first + tiles;
+            float *rs = (float *)(first + longs), *cs = rs + m, *up = cs + n;
+            int32_t *mx = (int32_t *)(rs + floats);
+            int16_t *a = (int16_t *)(mx + floats), *bp = a + mp * kp;
+            if (mp != m || kp != k)  /* the left operand's padding */
+                memset(a, 0, sizeof(int16_t) * (size_t)(mp * kp));
+            pack_left(&sa, b, m, k, kp, bits, a, mx, up, rs, bp + kp * np);
+            pack_right(&sb, b, k, n, kp, bits, bp, mx, up, cs, bp + kp * np);
             nonzero_pairs(a, mp, kp, first, last);
-            const float *cb = cs + b * n;
             for (int64_t t = 0; t < tiles; t++) {
                 const int64_t i0 = t * BMM_MR, rows = m - i0 < BMM_MR ? m - i0 : BMM_MR;
                 for (int64_t j0 = 0; j0 < np; j0 += BMM_NR) {
@@ -208,14 +262,14 @@ int tt_bmm_planes2(const int8_t *left, int64_t lb, int64_t lp, int64_t lr, int64
                         tile_portable(a + i0 * kp, kp, panel, first[t], last[t], acc);
                     const int64_t cols = n - j0 < BMM_NR ? n - j0 : BMM_NR;
                     for (int64_t r = 0; r < rows; r++) {
-                        const double rv = (double)rs[b * m + i0 + r];
+                        const double rv = (double)rs[i0 + r];
                         float *o = out + (b * m + i0 + r) * n + j0;
-                        for (int64_t j = 0; j < cols; j++) o[j] = (float)((double)acc[r][j] * rv * (double)cb[j0 + j]);
+                        for (int64_t j = 0; j < cols; j++) o[j] = (float)((double)acc[r][j] * rv * (double)cs[j0 + j]);
                     }
                 }
             }
         }
-        free(a);
+        free(first);
     }
     return failed ? -1 : 0;
 }

@@ -32,8 +32,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.tt_column_maxima.restype = None
     lib.tt_combine.argtypes = [p, i64, i32, i64, i64, p, p, p, p, i32]
     lib.tt_combine.restype = None
-    lib.tt_bmm_planes2.argtypes = [p, i64, i64, i64, i64, p, i64, i64, i64, i64, i64, i64, i64, i64, p, p, p, i32, i32]
-    lib.tt_bmm_planes2.restype = i32
+    lib.tt_bmm_exact2.argtypes = [p, i64, i64, i64, p, i64, i64, i64, i64, i64, i64, i64, i32, p, i32, i32]
+    lib.tt_bmm_exact2.restype = i32
     lib.tt_bmm_vector_path.argtypes = []
     lib.tt_bmm_vector_path.restype = i32
 
@@ -145,32 +145,30 @@ def _batched_side(x: torch.Tensor, left: bool, bits: int, limbs: int) -> tuple[t
     return (planes.transpose(2, 3) if flip else planes), down
 
 
-#: The longest contraction :func:`fused_products` takes (its sums and tt_combine's agree below).
+#: The longest contraction :func:`fused_bmm` takes (its sums and tt_combine's agree below).
 FUSED_MAX_K = 1 << 16
 
 
-def fused_products(left: torch.Tensor, right: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
-                   portable: bool = False) -> torch.Tensor:
-    """``combine(plane_products(left, right), 2, sa, sb)`` of 2-limb planes in one C call
-    (``bmm_kernels.c``); ``portable``: without the vector path (the self-test's twin)."""
-    nb, _, m, k = left.shape
-    n = right.shape[-1]
+def fused_bmm(a: torch.Tensor, b: torch.Tensor, bits: int, portable: bool = False) -> torch.Tensor:
+    """:func:`bmm_exact` at 2 limbs of float32 (N, M, K) @ (N, K, P) in any strides, quantising,
+    products and rounding in one C call (``bmm_kernels.c``); ``portable``: without the
+    vector path (the self-test's twin)."""
+    nb, m, k = a.shape
+    n = b.shape[-1]
     out = torch.empty((nb, m, n), dtype=F32)
-    sa, sb = _f32(sa), _f32(sb)
-    if native._state["lib"].tt_bmm_planes2(left.data_ptr(), *left.stride(), right.data_ptr(), *right.stride(), nb, m,
-                                           k, n, sa.data_ptr(), sb.data_ptr(), out.data_ptr(), int(portable),
-                                           torch.get_num_threads()):
-        raise MemoryError("tt_bmm_planes2: no scratch memory")
+    if native._state["lib"].tt_bmm_exact2(a.data_ptr(), *a.stride(), b.data_ptr(), *b.stride(), nb, m, k, n, bits,
+                                          out.data_ptr(), int(portable), torch.get_num_threads()):
+        raise MemoryError("tt_bmm_exact2: no scratch memory")
     return out
 
 
 def bmm_exact(a: torch.Tensor, b: torch.Tensor, bits: int, limbs: int) -> torch.Tensor:
     """``attention.bmm_exact`` of (N, M, K) @ (N, K, P) by int8 plane products (at 2 limbs,
-    the products and their combine in one C call)."""
+    the same integer sums and rounding in one C call)."""
+    if limbs == 2 and a.shape[-1] <= FUSED_MAX_K and b.dtype == F32:
+        return fused_bmm(a, b, bits)
     left, sa = _batched_side(a, True, bits, limbs)
     right, sb = _batched_side(b, False, bits, limbs)
-    if limbs == 2 and a.shape[-1] <= FUSED_MAX_K:
-        return fused_products(left, right, sa, sb)
     return combine(plane_products(left, right), limbs, sa, sb)
 
 
@@ -235,8 +233,9 @@ def self_test(gen: torch.Generator, same) -> str | None:
 
 
 def _fused_products_differ(gen: torch.Generator, same) -> str | None:
-    """Whether ``tt_bmm_planes2`` (vector and portable paths) differs from the plane products
-    and ``tt_combine`` on odd shapes, strided views, the clamp's extremes and NaN scales."""
+    """Whether ``tt_bmm_exact2`` (vector and portable paths) differs from the plane route
+    (``tt_quantize_planes``, the plane products, ``tt_combine``) on odd shapes, strided
+    views, the clamp's extremes, NaN and inf scales."""
     paths = (False, True) if native._state["lib"].tt_bmm_vector_path() else (True,)
     for nb, m, k, n in ((2, 5, 33, 37), (1, 1, 1, 1), (3, 9, 64, 70)):
         a = torch.randn(nb, m, k, generator=gen) * torch.logspace(-8, 8, k)
@@ -244,7 +243,7 @@ def _fused_products_differ(gen: torch.Generator, same) -> str | None:
         a[0, 0, :] = -1.99995  # every value at the clamp's bottom (-2**13): the largest sums
         b[0, :, 0] = -1.99995
         if m > 1:
-            a[0, 1, 0] = math.nan
+            a[0, 1, 0], b[-1, 1, -1] = math.nan, math.inf
         causal = a * torch.ones(m, k).tril()  # zero runs: skipped k pairs
         for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2), causal):
             for right_in in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
@@ -252,6 +251,6 @@ def _fused_products_differ(gen: torch.Generator, same) -> str | None:
                 right, sb = _batched_side(right_in, False, 13, 2)
                 want = combine(plane_products(left, right), 2, sa, sb)
                 for portable in paths:
-                    if not same(fused_products(left, right, sa, sb, portable), want):
-                        return f"tt_bmm_planes2 differs ({nb}x{m}x{k}x{n}, portable {portable})"
+                    if not same(fused_bmm(left_in, right_in, 13, portable), want):
+                        return f"tt_bmm_exact2 differs ({nb}x{m}x{k}x{n}, portable {portable})"
     return None
