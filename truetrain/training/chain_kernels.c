@@ -297,6 +297,17 @@ void tt_gelu_slope_mt(const float *x, int64_t n, const double *table, int deg, c
                       inv_sqrt_2pi, out, slope);
 }
 
+/* tt_column_sums of all columns, in chunks of BLK columns (each column's sum depends on that
+ * column only); scratch holds cols floats */
+void tt_column_sums_mt(const float *v, int64_t rows, int64_t cols, int bits, float *scratch, double *sums,
+                       double *down, int nt) {
+    #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && cols > BLK && rows * cols > (1 << 15))
+    for (int64_t c = 0; c < CHUNK(cols, BLK); c++) {
+        const int64_t lo = c * BLK, hi = lo + BLK < cols ? lo + BLK : cols;
+        tt_column_sums(v, rows, cols, lo, hi, bits, scratch + lo, sums, down);
+    }
+}
+
 void tt_times_slope_mt(const float *g, const double *slope, int64_t n, float *out, int nt) {
     const int64_t per = 64 * BLK;
     #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && n > per)
