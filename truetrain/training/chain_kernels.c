@@ -106,8 +106,13 @@ void tt_times_slope(const float *g, const double *slope, int64_t lo, int64_t hi,
 /* repro_ops.tree_sum of buf[0:n] zero-padded to `width` (a power of two), pairwise */
 static double tree_sum_row(double *buf, int64_t n, int64_t width) {
     for (int64_t j = n; j < width; j++) buf[j] = 0.0;
-    for (int64_t w = width; w > 1; w /= 2)
+    /* ivdep: iteration j reads buf[2j], buf[2j + 1] and writes buf[j]; every value is read
+     * before (or in the same vector step as) the later iteration that overwrites it, so
+     * the vectorised loop forms the same pairs and the same sums */
+    for (int64_t w = width; w > 1; w /= 2) {
+        #pragma GCC ivdep
         for (int64_t j = 0; j < w / 2; j++) buf[j] = buf[2 * j] + buf[2 * j + 1];
+    }
     return buf[0];
 }
 
