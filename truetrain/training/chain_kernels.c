@@ -258,12 +258,24 @@ void tt_column_sums(const float *v, int64_t rows, int64_t cols, int64_t lo, int6
     const int64_t n = hi - lo;
     float *m = scratch;
     double *up = sums + lo;  /* the scales up first, then the sums over them */
-    for (int64_t j = 0; j < n; j++) m[j] = 0.0f;
-    for (int64_t i = 0; i < rows; i++) {
-        const float *row = v + i * cols + lo;
-        for (int64_t j = 0; j < n; j++) {
-            float a = fabsf(row[j]);
-            m[j] = (a != a || a > m[j]) ? a : m[j];
+    if (n == BLK) {  /* a whole chunk: the maxima stay in registers across the rows */
+        float mb[BLK] = {0.0f};
+        for (int64_t i = 0; i < rows; i++) {
+            const float *row = v + i * cols + lo;
+            for (int j = 0; j < BLK; j++) {
+                float a = fabsf(row[j]);
+                mb[j] = (a != a || a > mb[j]) ? a : mb[j];
+            }
+        }
+        memcpy(m, mb, sizeof(mb));
+    } else {
+        for (int64_t j = 0; j < n; j++) m[j] = 0.0f;
+        for (int64_t i = 0; i < rows; i++) {
+            const float *row = v + i * cols + lo;
+            for (int64_t j = 0; j < n; j++) {
+                float a = fabsf(row[j]);
+                m[j] = (a != a || a > m[j]) ? a : m[j];
+            }
         }
     }
     for (int64_t j = 0; j < n; j++) {
