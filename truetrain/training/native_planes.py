@@ -4,8 +4,10 @@ A fused engine on a CPU quantises straight to int8 planes, takes the column maxi
 weight gradient, and combines the plane products (rounding once) in one C pass each, split
 over torch's threads with OpenMP: what ``intgemm_fused``'s compiled kernels compute, bit for
 bit, without their per-call guards and for tensors of any size. Attention's batched exact
-products use the same kernels around one ``_int_mm`` per sequence and plane. Built into
-:mod:`native`'s library and self-tested with it against the torch twins.
+products at 2 limbs are one call (``bmm_kernels.c``: the same integers, their exact sums as
+int16 products, the same rounding); at 3 limbs the kernels here around one ``_int_mm`` per
+sequence and plane. Built into :mod:`native`'s library and self-tested with it against the
+torch twins and the plane route.
 """
 
 from __future__ import annotations
@@ -123,12 +125,13 @@ def plane_products(left: torch.Tensor, right: torch.Tensor, kernel=None) -> torc
     they lie); ``kernel``: another int8 x int8 -> int32 product than ``torch._int_mm``."""
     nb, count, m, _ = left.shape
     out = torch.empty((nb, count, m, right.shape[-1]), dtype=I32)
-    for b in range(nb):
-        for p in range(count):
+    # the planes as views by unbind (one dispatch for all; indexing takes one per view)
+    for lb, rb, ob in zip(left.unbind(0), right.unbind(0), out.unbind(0)):
+        for a, b, o in zip(lb.unbind(0), rb.unbind(0), ob.unbind(0)):
             if kernel is None:
-                torch._int_mm(left[b, p], right[b, p], out=out[b, p])
+                torch._int_mm(a, b, out=o)
             else:
-                out[b, p].copy_(kernel(left[b, p], right[b, p]))
+                o.copy_(kernel(a, b))
     return out
 
 
@@ -145,8 +148,9 @@ def _batched_side(x: torch.Tensor, left: bool, bits: int, limbs: int) -> tuple[t
     return (planes.transpose(2, 3) if flip else planes), down
 
 
-#: The longest contraction :func:`fused_bmm` takes (its sums and tt_combine's agree below).
-FUSED_MAX_K = 1 << 16
+#: The longest contraction :func:`fused_bmm` takes (its sums and tt_combine's agree below),
+#: and the widest integers (|q| <= 2**13: int16, 30 products summed in int32).
+FUSED_MAX_K, FUSED_MAX_BITS = 1 << 16, 13
 
 
 def fused_bmm(a: torch.Tensor, b: torch.Tensor, bits: int, portable: bool = False) -> torch.Tensor:
@@ -165,7 +169,7 @@ def fused_bmm(a: torch.Tensor, b: torch.Tensor, bits: int, portable: bool = Fals
 def bmm_exact(a: torch.Tensor, b: torch.Tensor, bits: int, limbs: int) -> torch.Tensor:
     """``attention.bmm_exact`` of (N, M, K) @ (N, K, P) by int8 plane products (at 2 limbs,
     the same integer sums and rounding in one C call)."""
-    if limbs == 2 and a.shape[-1] <= FUSED_MAX_K and b.dtype == F32:
+    if limbs == 2 and bits <= FUSED_MAX_BITS and a.shape[-1] <= FUSED_MAX_K and b.dtype == F32:
         return fused_bmm(a, b, bits)
     left, sa = _batched_side(a, True, bits, limbs)
     right, sb = _batched_side(b, False, bits, limbs)
