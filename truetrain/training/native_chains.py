@@ -1,4 +1,5 @@
-"""The transformer's float64 chains as exact C kernels on CPUs (``chain_kernels.c``).
+"""The transformer's float64 chains as exact C kernels on CPUs (``chain_kernels.c``; the column
+sums in ``column_kernels.c``).
 
 GELU (keeping the slope its backward needs), LayerNorm and its gradient, attention's causal
 softmax and its gradient, the column sums of bias and gain gradients, and the quantising
