@@ -91,6 +91,24 @@ def test_attentionProducts_int8Planes_sameBitsAsFloat64Route():
                 assert _same(bmm_exact(left, right, limbs, True, True), want)
 
 
+def test_fusedAttentionProducts_anyThreadCountBothPaths_planeProductsBits(threads):
+    assert native.ready()
+    gen = torch.Generator().manual_seed(8)
+    a = torch.randn(5, 67, 129, generator=gen) * torch.logspace(-5, 5, 129)  # odd sizes: padding
+    b = torch.randn(5, 129, 45, generator=gen)
+    a[0, 0], b[0, :, 0] = -1.99995, -1.99995  # q = -2**13 throughout: sums past int32
+    a[1, 2, 7], b[2, 5, 1], b[3, :, 2] = math.nan, math.inf, -0.0
+    causal = (a * torch.ones(67, 129).tril(), a * torch.ones(67, 129).triu(20))  # zero runs: skipped k pairs
+    for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2), *causal):
+        for right_in in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
+            left, sa = native_planes._batched_side(left_in, True, 13, 2)
+            right, sb = native_planes._batched_side(right_in, False, 13, 2)
+            want = native_planes.combine(native_planes.plane_products(left, right), 2, sa, sb)
+            for count_threads, portable in ((1, False), (2, False), (3, True)):
+                threads(count_threads)
+                assert _same(native_planes.fused_bmm(left_in, right_in, 13, portable), want)
+
+
 def _manifest(model: dict, shard: bytes, samples: int, steps: int, limbs: int, optimizer: dict):
     ref = {"cid": "x", "hash": to_hex32(keccak256(shard)), "samples": samples}
     return build_manifest(name="h", seed=5, model=model, numeric_mode="repro", limbs=limbs, optimizer=optimizer,

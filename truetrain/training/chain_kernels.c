@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #define BLK 64
 
@@ -54,9 +57,51 @@ static void erf_block(const double *v, double s, int64_t m, const double *table,
         h[j] = c - i * (1.0 / 16.0);
         idx[j] = (int64_t)i * (deg + 1);
     }
-    for (int64_t j = 0; j < m; j++) p[j] = table[idx[j] + deg];
-    for (int k = deg - 1; k >= 0; k--)
-        for (int64_t j = 0; j < m; j++) p[j] = p[j] * h[j] + table[idx[j] + k];
+    if (deg == 7) {  /* the project's degree: each value's Horner steps in registers */
+        int64_t j = 0;
+#ifdef __AVX512F__
+        /* 8 values at a time: their 8 table rows (8 coefficients each) loaded whole and
+         * transposed, so lane v of c[k] is value v's coefficient k (vector gathers are slower
+         * on Zen 4); then the same products and sums, lane by lane */
+        const __m512i lo2 = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+        const __m512i hi2 = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+        const __m512i lo4 = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0);
+        const __m512i hi4 = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+        for (; j + 8 <= m; j += 8) {
+            __m512d r[8], t[8], c[8];
+            for (int v = 0; v < 8; v++) r[v] = _mm512_loadu_pd(table + idx[j + v]);
+            for (int v = 0; v < 8; v += 2) {  /* pairs: (r0[k], r1[k]) interleaved */
+                t[v] = _mm512_unpacklo_pd(r[v], r[v + 1]);
+                t[v + 1] = _mm512_unpackhi_pd(r[v], r[v + 1]);
+            }
+            /* t0 = r0/r1 at k 0,2,4,6; t1 = k 1,3,5,7; t2, t3 the same for r2/r3; ... */
+            __m512d u[8];
+            u[0] = _mm512_permutex2var_pd(t[0], lo2, t[2]); u[1] = _mm512_permutex2var_pd(t[1], lo2, t[3]);
+            u[2] = _mm512_permutex2var_pd(t[0], hi2, t[2]); u[3] = _mm512_permutex2var_pd(t[1], hi2, t[3]);
+            u[4] = _mm512_permutex2var_pd(t[4], lo2, t[6]); u[5] = _mm512_permutex2var_pd(t[5], lo2, t[7]);
+            u[6] = _mm512_permutex2var_pd(t[4], hi2, t[6]); u[7] = _mm512_permutex2var_pd(t[5], hi2, t[7]);
+            c[0] = _mm512_permutex2var_pd(u[0], lo4, u[4]); c[4] = _mm512_permutex2var_pd(u[0], hi4, u[4]);
+            c[1] = _mm512_permutex2var_pd(u[1], lo4, u[5]); c[5] = _mm512_permutex2var_pd(u[1], hi4, u[5]);
+            c[2] = _mm512_permutex2var_pd(u[2], lo4, u[6]); c[6] = _mm512_permutex2var_pd(u[2], hi4, u[6]);
+            c[3] = _mm512_permutex2var_pd(u[3], lo4, u[7]); c[7] = _mm512_permutex2var_pd(u[3], hi4, u[7]);
+            const __m512d hj = _mm512_loadu_pd(h + j);
+            __m512d acc = c[7];
+            for (int k = 6; k >= 0; k--) acc = _mm512_add_pd(_mm512_mul_pd(acc, hj), c[k]);
+            _mm512_storeu_pd(p + j, acc);
+        }
+#endif
+        for (; j < m; j++) {
+            const double *row = table + idx[j], hj = h[j];
+            double r = row[7];
+            r = r * hj + row[6]; r = r * hj + row[5]; r = r * hj + row[4]; r = r * hj + row[3];
+            r = r * hj + row[2]; r = r * hj + row[1]; r = r * hj + row[0];
+            p[j] = r;
+        }
+    } else {
+        for (int64_t j = 0; j < m; j++) p[j] = table[idx[j] + deg];
+        for (int k = deg - 1; k >= 0; k--)
+            for (int64_t j = 0; j < m; j++) p[j] = p[j] * h[j] + table[idx[j] + k];
+    }
     for (int64_t j = 0; j < m; j++) {
         double x = v[j] * s;
         double r = a[j] >= 6.0 ? 1.0 : p[j];
@@ -95,8 +140,13 @@ void tt_times_slope(const float *g, const double *slope, int64_t lo, int64_t hi,
 /* repro_ops.tree_sum of buf[0:n] zero-padded to `width` (a power of two), pairwise */
 static double tree_sum_row(double *buf, int64_t n, int64_t width) {
     for (int64_t j = n; j < width; j++) buf[j] = 0.0;
-    for (int64_t w = width; w > 1; w /= 2)
+    /* ivdep: iteration j reads buf[2j], buf[2j + 1] and writes buf[j]; every value is read
+     * before (or in the same vector step as) the later iteration that overwrites it, so
+     * the vectorised loop forms the same pairs and the same sums */
+    for (int64_t w = width; w > 1; w /= 2) {
+        #pragma GCC ivdep
         for (int64_t j = 0; j < w / 2; j++) buf[j] = buf[2 * j] + buf[2 * j + 1];
+    }
     return buf[0];
 }
 
@@ -230,45 +280,6 @@ void tt_ln_backward(const float *g, const double *xhat, const double *rstd, cons
             dx[r * n + j] = (float)(((d[j] - m1) - xh[j] * m2) * rstd[r]);
             gx[r * n + j] = (float)((double)gr[j] * xh[j]);
         }
-    }
-}
-
-/* GradBook.columns for one slice, columns [lo, hi) of (rows, cols): the column maxima of |v|
- * (NaN sticky), repro_ops.power_scales at `bits`, and the float64 column sums of
- * round(v * up) (integers: exact in any order); rows are read in order, `scratch` holds
- * hi - lo floats */
-void tt_column_sums(const float *v, int64_t rows, int64_t cols, int64_t lo, int64_t hi, int bits, float *scratch,
-                    double *sums, double *down) {
-    const int64_t n = hi - lo;
-    float *m = scratch;
-    double *up = sums + lo;  /* the scales up first, then the sums over them */
-    for (int64_t j = 0; j < n; j++) m[j] = 0.0f;
-    for (int64_t i = 0; i < rows; i++) {
-        const float *row = v + i * cols + lo;
-        for (int64_t j = 0; j < n; j++) {
-            float a = fabsf(row[j]);
-            m[j] = (a != a || a > m[j]) ? a : m[j];
-        }
-    }
-    for (int64_t j = 0; j < n; j++) {
-        const double tiny = 0x1p-960;
-        double mm = (double)m[j] < tiny ? tiny : (double)m[j];
-        int64_t u;
-        memcpy(&u, &mm, 8);
-        int64_t field = u & 0x7FF0000000000000LL, shift = (int64_t)(bits - 1) << 52;
-        int64_t ub = (2046LL << 52) + shift - field, db = field - shift;
-        memcpy(&up[j], &ub, 8);
-        memcpy(&down[lo + j], &db, 8);
-    }
-    double acc[BLK];
-    for (int64_t j0 = 0; j0 < n; j0 += BLK) {
-        const int64_t w = n - j0 < BLK ? n - j0 : BLK;
-        for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
-        for (int64_t i = 0; i < rows; i++) {
-            const float *row = v + i * cols + lo + j0;
-            for (int64_t j = 0; j < w; j++) acc[j] += nearbyint((double)row[j] * up[j0 + j]);
-        }
-        for (int64_t j = 0; j < w; j++) up[j0 + j] = acc[j];
     }
 }
 

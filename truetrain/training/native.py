@@ -39,6 +39,10 @@ CHAIN_SOURCE = Path(__file__).with_name("chain_kernels.c")
 PLANE_SOURCE = Path(__file__).with_name("plane_kernels.c")
 #: A small linear map's forward and weight gradient in one call each (:mod:`native_linear`).
 LINEAR_SOURCE = Path(__file__).with_name("linear_kernels.c")
+#: Attention's batched exact products in one call (:mod:`native_planes`).
+BMM_SOURCE = Path(__file__).with_name("bmm_kernels.c")
+#: A bias gradient's column sums (:mod:`native_chains`).
+COLUMN_SOURCE = Path(__file__).with_name("column_kernels.c")
 HEADER = Path(__file__).with_name("exact_common.h")
 # -fopenmp: the plane kernels split rows over threads; the runtime (libgomp.so.1) is the one
 # torch has already loaded, so they share its thread pool.
@@ -70,7 +74,7 @@ def _cache_dir() -> Path:
 
 def _compile() -> Path:
     """The shared library for this source and these flags (compiled once per machine)."""
-    sources = [SOURCE, CHAIN_SOURCE, PLANE_SOURCE, LINEAR_SOURCE]
+    sources = [SOURCE, CHAIN_SOURCE, PLANE_SOURCE, LINEAR_SOURCE, BMM_SOURCE, COLUMN_SOURCE]
     # the header each source includes lies beside it (a test's faulty copy beside its own)
     headers = sorted({path.with_name(HEADER.name) for path in sources if path.with_name(HEADER.name).exists()})
     source = b"".join(path.read_bytes() for path in [*sources, *headers])

@@ -1,4 +1,5 @@
-"""The transformer's float64 chains as exact C kernels on CPUs (``chain_kernels.c``).
+"""The transformer's float64 chains as exact C kernels on CPUs (``chain_kernels.c``; the column
+sums in ``column_kernels.c``).
 
 GELU (keeping the slope its backward needs), LayerNorm and its gradient, attention's causal
 softmax and its gradient, the column sums of bias and gain gradients, and the quantising
@@ -46,6 +47,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.tt_gelu_slope_mt.restype = None
     lib.tt_times_slope_mt.argtypes = [p, p, i64, p, i32]
     lib.tt_times_slope_mt.restype = None
+    lib.tt_column_sums_mt.argtypes = [p, i64, i64, i32, p, p, p, i32]
+    lib.tt_column_sums_mt.restype = None
     lib.tt_softmax_causal_mt.argtypes = [p, i64, i64, i32, p, p, i32]
     lib.tt_softmax_backward_mt.argtypes = [p, p, i64, i64, i64, flt, p, i32]
     lib.tt_ln_forward_mt.argtypes = [p, i64, i64, i64, p, p, dbl, p, p, p, i32]
@@ -188,8 +191,8 @@ def column_sums(v: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]
     v = v.contiguous()
     rows, cols = v.shape
     sums, down, scratch = torch.empty(cols, dtype=F64), torch.empty(cols, dtype=F64), torch.empty(cols, dtype=F32)
-    _lib().tt_column_sums(v.data_ptr(), rows, cols, 0, cols, bits, scratch.data_ptr(), sums.data_ptr(),
-                          down.data_ptr())
+    _lib().tt_column_sums_mt(v.data_ptr(), rows, cols, bits, scratch.data_ptr(), sums.data_ptr(), down.data_ptr(),
+                             torch.get_num_threads())
     return sums, down
 
 

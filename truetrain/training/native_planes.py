@@ -4,13 +4,16 @@ A fused engine on a CPU quantises straight to int8 planes, takes the column maxi
 weight gradient, and combines the plane products (rounding once) in one C pass each, split
 over torch's threads with OpenMP: what ``intgemm_fused``'s compiled kernels compute, bit for
 bit, without their per-call guards and for tensors of any size. Attention's batched exact
-products use the same kernels around one ``_int_mm`` per sequence and plane. Built into
-:mod:`native`'s library and self-tested with it against the torch twins.
+products at 2 limbs are one call (``bmm_kernels.c``: the same integers, their exact sums as
+int16 products, the same rounding); at 3 limbs the kernels here around one ``_int_mm`` per
+sequence and plane. Built into :mod:`native`'s library and self-tested with it against the
+torch twins and the plane route.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 
 import torch
 
@@ -31,6 +34,10 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.tt_column_maxima.restype = None
     lib.tt_combine.argtypes = [p, i64, i32, i64, i64, p, p, p, p, i32]
     lib.tt_combine.restype = None
+    lib.tt_bmm_exact2.argtypes = [p, i64, i64, i64, p, i64, i64, i64, i64, i64, i64, i64, i32, p, i32, i32]
+    lib.tt_bmm_exact2.restype = i32
+    lib.tt_bmm_vector_path.argtypes = []
+    lib.tt_bmm_vector_path.restype = i32
 
 
 def usable(t: torch.Tensor, fuse: bool, elements: int = MIN_ELEMENTS) -> bool:
@@ -118,12 +125,13 @@ def plane_products(left: torch.Tensor, right: torch.Tensor, kernel=None) -> torc
     they lie); ``kernel``: another int8 x int8 -> int32 product than ``torch._int_mm``."""
     nb, count, m, _ = left.shape
     out = torch.empty((nb, count, m, right.shape[-1]), dtype=I32)
-    for b in range(nb):
-        for p in range(count):
+    # the planes as views by unbind (one dispatch for all; indexing takes one per view)
+    for lb, rb, ob in zip(left.unbind(0), right.unbind(0), out.unbind(0)):
+        for a, b, o in zip(lb.unbind(0), rb.unbind(0), ob.unbind(0)):
             if kernel is None:
-                torch._int_mm(left[b, p], right[b, p], out=out[b, p])
+                torch._int_mm(a, b, out=o)
             else:
-                out[b, p].copy_(kernel(left[b, p], right[b, p]))
+                o.copy_(kernel(a, b))
     return out
 
 
@@ -140,8 +148,29 @@ def _batched_side(x: torch.Tensor, left: bool, bits: int, limbs: int) -> tuple[t
     return (planes.transpose(2, 3) if flip else planes), down
 
 
+#: The longest contraction :func:`fused_bmm` takes (its sums and tt_combine's agree below),
+#: and the widest integers (|q| <= 2**13: int16, 30 products summed in int32).
+FUSED_MAX_K, FUSED_MAX_BITS = 1 << 16, 13
+
+
+def fused_bmm(a: torch.Tensor, b: torch.Tensor, bits: int, portable: bool = False) -> torch.Tensor:
+    """:func:`bmm_exact` at 2 limbs of float32 (N, M, K) @ (N, K, P) in any strides, quantising,
+    products and rounding in one C call (``bmm_kernels.c``); ``portable``: without the
+    vector path (the self-test's twin)."""
+    nb, m, k = a.shape
+    n = b.shape[-1]
+    out = torch.empty((nb, m, n), dtype=F32)
+    if native._state["lib"].tt_bmm_exact2(a.data_ptr(), *a.stride(), b.data_ptr(), *b.stride(), nb, m, k, n, bits,
+                                          out.data_ptr(), int(portable), torch.get_num_threads()):
+        raise MemoryError("tt_bmm_exact2: no scratch memory")
+    return out
+
+
 def bmm_exact(a: torch.Tensor, b: torch.Tensor, bits: int, limbs: int) -> torch.Tensor:
-    """``attention.bmm_exact`` of (N, M, K) @ (N, K, P) by int8 plane products."""
+    """``attention.bmm_exact`` of (N, M, K) @ (N, K, P) by int8 plane products (at 2 limbs,
+    the same integer sums and rounding in one C call)."""
+    if limbs == 2 and bits <= FUSED_MAX_BITS and a.shape[-1] <= FUSED_MAX_K and b.dtype == F32:
+        return fused_bmm(a, b, bits)
     left, sa = _batched_side(a, True, bits, limbs)
     right, sb = _batched_side(b, False, bits, limbs)
     return combine(plane_products(left, right), limbs, sa, sb)
@@ -154,8 +183,6 @@ def _sticky_amax(x: torch.Tensor, dim: int) -> torch.Tensor:
 def self_test(gen: torch.Generator, same) -> str | None:
     """The first plane kernel whose bits differ from its torch twin, or None (``same``:
     native's bit-for-bit comparison)."""
-    import math
-
     from . import intgemm_fused
     from .intgemm import _quantize_with, pow2_scales
     from .intgemm_fused import planes_eager
@@ -196,6 +223,9 @@ def self_test(gen: torch.Generator, same) -> str | None:
                                                            cs[b].double(), bias))):
                 if not same(got, want):
                     return f"tt_combine differs (limbs {limbs})"
+    failed = _fused_products_differ(gen, same)
+    if failed:
+        return failed
     a = torch.randn(3, 9, 17, generator=gen) * torch.logspace(-8, 8, 17)
     a[0, 0, :3] = torch.tensor([-0.0, math.nan, 1e-42])
     b = torch.randn(3, 17, 5, generator=gen)
@@ -203,4 +233,28 @@ def self_test(gen: torch.Generator, same) -> str | None:
         for right in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
             if not same(bmm_exact(left, right, 13, 2), attention.bmm_exact(left, right, 2)):
                 return "int8 bmm_exact differs from the float64 route"
+    return None
+
+
+def _fused_products_differ(gen: torch.Generator, same) -> str | None:
+    """Whether ``tt_bmm_exact2`` (vector and portable paths) differs from the plane route
+    (``tt_quantize_planes``, the plane products, ``tt_combine``) on odd shapes, strided
+    views, the clamp's extremes, NaN and inf scales."""
+    paths = (False, True) if native._state["lib"].tt_bmm_vector_path() else (True,)
+    for nb, m, k, n in ((2, 5, 33, 37), (1, 1, 1, 1), (3, 9, 64, 70)):
+        a = torch.randn(nb, m, k, generator=gen) * torch.logspace(-8, 8, k)
+        b = torch.randn(nb, k, n, generator=gen)
+        a[0, 0, :] = -1.99995  # every value at the clamp's bottom (-2**13): the largest sums
+        b[0, :, 0] = -1.99995
+        if m > 1:
+            a[0, 1, 0], b[-1, 1, -1] = math.nan, math.inf
+        causal = a * torch.ones(m, k).tril()  # zero runs: skipped k pairs
+        for left_in in (a, a.transpose(1, 2).contiguous().transpose(1, 2), causal):
+            for right_in in (b, b.transpose(1, 2).contiguous().transpose(1, 2)):
+                left, sa = _batched_side(left_in, True, 13, 2)
+                right, sb = _batched_side(right_in, False, 13, 2)
+                want = combine(plane_products(left, right), 2, sa, sb)
+                for portable in paths:
+                    if not same(fused_bmm(left_in, right_in, 13, portable), want):
+                        return f"tt_bmm_exact2 differs ({nb}x{m}x{k}x{n}, portable {portable})"
     return None
