@@ -1,12 +1,16 @@
-"""Gas of the one-step linear element (contracts/numerics/OneStepGemm.sol) for the products
-of the default LM (d256 x 4 layers, batch 8 x 128 = 1,024 tokens, vocabulary 256) and of the
-digits MLP (64-128-10, batch 32): the whole transaction (eth_estimateGas of
-OneStepGemmHarness.linearElement: 21,000 + calldata + both rows and the bias opened by range
-proofs + the quantisation and exact sum of K products + one rounding), on a fresh Anvil.
-Issue 28 keeps every transaction at or under 10 M gas.
+"""Gas of the one-step elements for the default LM (d256 x 4 layers, batch 8 x 128 = 1,024
+tokens, vocabulary 256) and the digits MLP (64-128-10, batch 32), the whole transaction
+(eth_estimateGas: 21,000 + calldata + the inputs opened by range proofs + the arithmetic), on
+a fresh Anvil. Issue 28 keeps every transaction at or under 10 M gas.
 
-The gas depends on the contraction length K (the rows opened) and on the trees' depths
-(the tensors' sizes), not on the values: each row is random normal.
+* the linear element (contracts/numerics/OneStepGemm.sol, OneStepGemmHarness.linearElement):
+  both rows and the bias opened, the quantisation and exact sum of K products, one rounding;
+  the gas depends on K (the rows opened) and the trees' depths, not on the values;
+* the update and aggregation elements (contracts/numerics/OneStepOptim.sol,
+  OneStepOptimHarness): one element of each input opened (and the state's 0-dim scalars),
+  the engine's float32 / float64 operations; the depth is the largest parameter tensor's
+  (the LM's FFN weight, 1,024 x 256; the MLP's first layer, 128 x 64), an aggregation's
+  gas grows with its contributions.
 
     .venv/bin/python bench/onestep_gas.py
 """
@@ -18,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tests.contracts.float_chain import harness_on_devnet  # noqa: E402
@@ -55,9 +60,81 @@ def measure(harness, w3, m: int, k: int, n: int, limbs: int) -> tuple[int, int, 
     fn = harness.functions.linearElement(
         ("0x" + ta.root.hex(), m, k), ("0x" + tb.root.hex(), n, k), ("0x" + tc.root.hex(), 1, n),
         limbs, i, j, ra, rb, rc)
+    gas, size = tx_gas(w3, fn)
+    return gas, size, sum(len(r[1]) for r in (ra, rb, rc))
+
+
+# (model, kind, parameter shape, attributes, contributions): the LM trains with AdamW
+# (betas 0.9 / 0.95, clip norm 1: the clipped path), the MLP with SGD and momentum
+LM_PARAM, MLP_PARAM = (1024, 256), (128, 64)
+UPDATES = [
+    ("LM", "AdamW, clipped (p, m, v)", LM_PARAM, "adam", 0),
+    ("LM", "Adam, no clip", LM_PARAM, "adam-plain", 0),
+    ("MLP", "SGD with momentum (p, buf)", MLP_PARAM, "sgd", 0),
+    ("MLP", "FedAvg mean", MLP_PARAM, "fedavg", 4),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 2),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 8),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 32),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 128),
+]
+
+
+def _f32(v: float) -> int:
+    return int(np.float32(v).view(np.uint32))
+
+
+def _opened(tensors: list[torch.Tensor], index: int):
+    """Descriptors and openings of element ``index`` of each tensor (0 of a 0-dim one)."""
+    descs, opens = [], []
+    for t in tensors:
+        tree = TensorTree(t)
+        rows = t.shape[0] if t.dim() else 1
+        descs.append(("0x" + tree.root.hex(), rows, t.numel() // rows))
+        opens.append(_opening(tree, index if t.dim() else 0, 1))
+    return descs, opens
+
+
+def update_call(harness, kind: str, shape: tuple[int, int], workers: int):
+    """The harness function call of one update or aggregation element, and its proof nodes."""
+    torch.manual_seed(shape[0] + workers)
+    index = shape[0] * shape[1] // 2 + 1
+    if kind.startswith("adam"):
+        clipped = kind == "adam"
+        ts = [torch.randn(shape) for _ in range(3)] + [torch.rand(shape), torch.tensor(0.9**7), torch.tensor(0.95**7),
+                                                      torch.tensor(0.5)]
+        descs, opens = _opened(ts, index)
+        attrs = (_f32(3e-4), _f32(0.1), _f32(0.9), _f32(0.95), _f32(1e-8), clipped, clipped)
+        fn = harness.functions.adamElement(attrs, descs, index, opens)
+    elif kind == "sgd":
+        descs, opens = _opened([torch.randn(shape) for _ in range(3)], index)
+        fn = harness.functions.sgdElement((_f32(0.1), _f32(5e-4), _f32(0.9)), descs, index, opens)
+    else:
+        descs, opens = _opened([torch.randn(shape) for _ in range(2 + workers)], index)
+        attrs = (kind == "diloco", _f32(0.7), _f32(0.9), True)
+        fn = harness.functions.aggregateElement(attrs, [1024 + w for w in range(workers)], descs, index, opens)
+    return fn, sum(len(o[1]) for o in opens)
+
+
+def tx_gas(w3, fn) -> tuple[int, int]:
+    """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
     gas = w3.eth.estimate_gas({"from": tx["from"], "to": tx["to"], "data": tx["data"]})
-    return gas, len(bytes.fromhex(tx["data"][2:])), sum(len(r[1]) for r in (ra, rb, rc))
+    return gas, len(bytes.fromhex(tx["data"][2:]))
+
+
+def update_table() -> list[int]:
+    rows = []
+    with harness_on_devnet(name="OneStepOptimHarness") as harness:
+        for model, what, shape, kind, workers in UPDATES:
+            fn, nodes = update_call(harness, kind, shape, workers)
+            gas, size = tx_gas(harness.w3, fn)
+            rows.append((model, what, f"{shape[0]}x{shape[1]}", workers or "-", gas, size, nodes))
+    head = ("model", "kind", "parameter", "contributions", "tx gas", "calldata B", "proof nodes", "of 10 M")
+    print("\n| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for model, what, shape, workers, gas, size, nodes in rows:
+        print(f"| {model} | {what} | {shape} | {workers} | {gas:,} | {size:,} | {nodes} | {100 * gas / LIMIT:.1f} % |")
+    return [r[4] for r in rows]
 
 
 def main() -> None:
@@ -74,7 +151,7 @@ def main() -> None:
     for model, what, shape, k, limbs, gas, size, nodes in rows:
         print(f"| {model} | {what} | {shape} | {k:,} | {limbs} | {gas:,} | {gas // k:,} | {size:,} | {nodes} | "
               f"{100 * gas / LIMIT:.1f} % |")
-    worst = max(r[5] for r in rows)
+    worst = max(max(r[5] for r in rows), *update_table())
     print(f"\nlargest transaction: {worst:,} gas ({'within' if worst <= LIMIT else 'OVER'} the 10 M limit)")
 
 

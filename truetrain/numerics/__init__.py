@@ -4,5 +4,8 @@ opened. A leaf package: it imports nothing from ``truetrain.training``; the engi
 and the on-chain one-step verifier (contracts/numerics/) are checked against it bit for bit.
 
 * :mod:`.gemm_element`: one element of the linear product (quantise, exact sum, round, bias);
+* :mod:`.optim_element`: one element of the Adam(W) / SGD updates and of the aggregation
+  (FedAvg's mean, DiLoCo's outer step);
+* :mod:`.ieee`: float32 / float64 arithmetic on bit patterns, NaN canonical;
 * :mod:`.tensor_merkle`: tensor roots in the canonical layout and range proofs.
 """
