@@ -6,11 +6,11 @@ a fresh Anvil. Issue 28 keeps every transaction at or under 10 M gas.
 * the linear element (contracts/numerics/OneStepGemm.sol, OneStepGemmHarness.linearElement):
   both rows and the bias opened, the quantisation and exact sum of K products, one rounding;
   the gas depends on K (the rows opened) and the trees' depths, not on the values;
-* the update and aggregation elements (contracts/numerics/OneStepOptim.sol,
-  OneStepOptimHarness): one element of each input opened (and the state's 0-dim scalars),
-  the engine's float32 / float64 operations; the depth is the largest parameter tensor's
-  (the LM's FFN weight, 1,024 x 256; the MLP's first layer, 128 x 64), an aggregation's
-  gas grows with its contributions.
+* the other kinds (contracts/numerics/OneStepOptim.sol and OneStepElementwise.sol, their
+  harnesses): one element of each input opened (and the state's 0-dim scalars), the
+  engine's float32 / float64 operations or index map; the depth is the tensor's (for the
+  updates the largest parameter: the LM's FFN weight, 1,024 x 256; the MLP's first layer,
+  128 x 64), an aggregation's gas grows with its contributions.
 
     .venv/bin/python bench/onestep_gas.py
 """
@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tests.contracts.float_chain import harness_on_devnet  # noqa: E402
+from truetrain.numerics.elementwise import permute_source  # noqa: E402
 from truetrain.numerics.tensor_merkle import TensorTree  # noqa: E402
 
 LIMIT = 10_000_000
@@ -64,9 +65,10 @@ def measure(harness, w3, m: int, k: int, n: int, limbs: int) -> tuple[int, int, 
     return gas, size, sum(len(r[1]) for r in (ra, rb, rc))
 
 
-# (model, kind, parameter shape, attributes, contributions): the LM trains with AdamW
-# (betas 0.9 / 0.95, clip norm 1: the clipped path), the MLP with SGD and momentum
-LM_PARAM, MLP_PARAM = (1024, 256), (128, 64)
+# (model, kind, tensor shape, what, contributions): the LM trains with AdamW (betas 0.9 /
+# 0.95, clip norm 1: the clipped path), the MLP with SGD and momentum; the LM's activations
+# are (8 x 128 tokens, d 256), its qkv (8, 128, 3, 4 heads, 64)
+LM_PARAM, MLP_PARAM, LM_ACT, MLP_HIDDEN = (1024, 256), (128, 64), (1024, 256), (32, 128)
 UPDATES = [
     ("LM", "AdamW, clipped (p, m, v)", LM_PARAM, "adam", 0),
     ("LM", "Adam, no clip", LM_PARAM, "adam-plain", 0),
@@ -76,6 +78,16 @@ UPDATES = [
     ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 8),
     ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 32),
     ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 128),
+]
+ELEMENTWISE = [
+    ("MLP", "ReLU (h, mask)", MLP_HIDDEN, "relu", 0),
+    ("MLP", "ReLU backward (g * mask + 0)", MLP_HIDDEN, "mask", 0),
+    ("LM", "embedding sum (tokens + positions)", LM_ACT, "add-pos", 0),
+    ("LM", "residual add", LM_ACT, "add", 0),
+    ("LM", "head split (qkv permute 2,0,3,1,4)", (8, 128, 3, 4, 64), "permute", 0),
+    ("LM", "transpose of W (input gradient)", (1024, 256), "transpose", 0),
+    ("LM", "embedding gather (tok_emb[ids])", (1024, 256), "embedding", 0),
+    ("LM", "dropout (x * mask)", LM_ACT, "dropout", 0),
 ]
 
 
@@ -115,6 +127,37 @@ def update_call(harness, kind: str, shape: tuple[int, int], workers: int):
     return fn, sum(len(o[1]) for o in opens)
 
 
+def elementwise_call(harness, kind: str, shape: tuple[int, ...], _workers: int = 0):
+    """The harness function call of one elementwise element, and its proof nodes."""
+    torch.manual_seed(len(kind))
+    x = torch.randn(shape)
+    index = x.numel() // 2 + 1
+    f = harness.functions
+    if kind in ("relu", "dropout"):
+        descs, opens = _opened([x], index)
+        if kind == "relu":
+            return f.reluElement(descs[0], index, opens[0]), len(opens[0][1])
+        attrs = (bytes(range(32)), b"blocks.0.attn", int(np.float64(0.1).view(np.uint64)), 0)
+        return f.dropoutElement(attrs, descs[0], index, opens[0]), len(opens[0][1])
+    if kind in ("mask", "add", "add-pos"):
+        other = x[:128] if kind == "add-pos" else (x > 0).float() if kind == "mask" else torch.randn(shape)
+        descs, opens = _opened([x], index)
+        d2, o2 = _opened([other], index % other.numel())
+        descs, opens = descs + d2, opens + o2
+        fn = f.applyMaskElement if kind == "mask" else f.addElement
+        return fn(descs, index, opens), len(opens[0][1]) + len(opens[1][1])
+    if kind in ("permute", "transpose"):
+        perm = (2, 0, 3, 1, 4) if kind == "permute" else (1, 0)
+        descs, opens = _opened([x.reshape(shape[0], -1)], permute_source(shape, perm, index))
+        return f.permuteElement(descs[0], list(shape), list(perm), index, opens[0]), len(opens[0][1])
+    ids = torch.randint(0, 256, (shape[0],), dtype=torch.int32)
+    table = torch.randn(256, shape[1])
+    r, c = shape[0] // 2, 7
+    di, oi = _opened([ids.view(torch.float32).reshape(1, -1)], r)
+    dt, ot = _opened([table], int(ids[r]) * shape[1] + c)
+    return f.embeddingElement(di[0], dt[0], r, c, [oi[0], ot[0]]), len(oi[0][1]) + len(ot[0][1])
+
+
 def tx_gas(w3, fn) -> tuple[int, int]:
     """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
@@ -122,14 +165,16 @@ def tx_gas(w3, fn) -> tuple[int, int]:
     return gas, len(bytes.fromhex(tx["data"][2:]))
 
 
-def update_table() -> list[int]:
+def kinds_table() -> list[int]:
     rows = []
-    with harness_on_devnet(name="OneStepOptimHarness") as harness:
-        for model, what, shape, kind, workers in UPDATES:
-            fn, nodes = update_call(harness, kind, shape, workers)
-            gas, size = tx_gas(harness.w3, fn)
-            rows.append((model, what, f"{shape[0]}x{shape[1]}", workers or "-", gas, size, nodes))
-    head = ("model", "kind", "parameter", "contributions", "tx gas", "calldata B", "proof nodes", "of 10 M")
+    for name, plan, build in (("OneStepOptimHarness", UPDATES, update_call),
+                              ("OneStepElementwiseHarness", ELEMENTWISE, elementwise_call)):
+        with harness_on_devnet(name=name) as harness:
+            for model, what, shape, kind, workers in plan:
+                fn, nodes = build(harness, kind, shape, workers)
+                gas, size = tx_gas(harness.w3, fn)
+                rows.append((model, what, "x".join(map(str, shape)), workers or "-", gas, size, nodes))
+    head = ("model", "kind", "tensor", "contributions", "tx gas", "calldata B", "proof nodes", "of 10 M")
     print("\n| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for model, what, shape, workers, gas, size, nodes in rows:
@@ -151,7 +196,7 @@ def main() -> None:
     for model, what, shape, k, limbs, gas, size, nodes in rows:
         print(f"| {model} | {what} | {shape} | {k:,} | {limbs} | {gas:,} | {gas // k:,} | {size:,} | {nodes} | "
               f"{100 * gas / LIMIT:.1f} % |")
-    worst = max(max(r[5] for r in rows), *update_table())
+    worst = max(max(r[5] for r in rows), *kinds_table())
     print(f"\nlargest transaction: {worst:,} gas ({'within' if worst <= LIMIT else 'OVER'} the 10 M limit)")
 
 

@@ -47,7 +47,7 @@ LANES: list[list[str]] = [
      "tests/training/test_pipeline_ipfs.py", "tests/training/test_intgemm.py"],
     ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py", "tests/training/test_lm_ops.py",
      "tests/contracts/test_float_library.py", "tests/contracts/test_onestep_gemm.py",
-     "tests/contracts/test_onestep_optim.py"],
+     "tests/contracts/test_onestep_optim.py", "tests/contracts/test_onestep_elementwise.py"],
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
      "tests/integration/adversarial/test_false_challenge.py",
      "tests/integration/test_data_plane.py", "tests/integration/test_bad_data.py",

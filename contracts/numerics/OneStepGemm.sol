@@ -68,6 +68,11 @@ library OneStepGemm {
         }
     }
 
+    /// @notice Element `index` of tensor `t` (`rows · cols` elements), opened by `o`.
+    function openAt(Tensor calldata t, uint256 index, Opening calldata o) internal pure returns (uint32) {
+        return load(TensorMerkle.open(t.root, t.rows * t.cols, index, 1, o.chunks, o.proof));
+    }
+
     /// @notice Significant bits of a quantised operand: 7 · limbs - 1 (13 or 20).
     function operandBits(uint256 limbs) internal pure returns (uint256) {
         if (limbs != 2 && limbs != 3) revert OneStepLimbsInvalid(limbs);

@@ -4,7 +4,6 @@ pragma solidity ^0.8.28;
 import {Float32} from "./Float32.sol";
 import {Float64} from "./Float64.sol";
 import {OneStepGemm} from "./OneStepGemm.sol";
-import {TensorMerkle} from "./TensorMerkle.sol";
 
 /// @title OneStepOptim
 /// @notice The one-step verifier of the updates: one element of the new parameter (and of
@@ -16,6 +15,8 @@ import {TensorMerkle} from "./TensorMerkle.sol";
 /// truetrain/numerics/optim_element.py). A hyperparameter that is ±0 skips its term, as the
 /// engine's `if wd:` does (NaN does not).
 library OneStepOptim {
+    using OneStepGemm for OneStepGemm.Tensor;
+
     uint32 internal constant ONE = 0x3F800000;
 
     /// @notice Adam(W)'s attributes (float32 bits): `lr` at this step, `weightDecay`,
@@ -132,15 +133,6 @@ library OneStepOptim {
 
     // --- the one-steps: inputs opened against their roots ---------------------------------
 
-    /// @notice Element `index` of tensor `t` (`rows · cols` elements), opened.
-    function at(OneStepGemm.Tensor calldata t, uint256 index, OneStepGemm.Opening calldata o)
-        internal
-        pure
-        returns (uint32)
-    {
-        return OneStepGemm.load(TensorMerkle.open(t.root, t.rows * t.cols, index, 1, o.chunks, o.proof));
-    }
-
     function _sameShape(OneStepGemm.Tensor calldata a, OneStepGemm.Tensor calldata b, uint256 operand) private pure {
         if (a.rows != b.rows || a.cols != b.cols) revert OneStepOperandsMismatch(operand);
     }
@@ -158,8 +150,8 @@ library OneStepOptim {
             _sameShape(t[0], t[k], k);
         }
         AdamIn memory x = AdamIn(
-            at(t[0], index, o[0]), at(t[1], index, o[1]), at(t[2], index, o[2]), at(t[3], index, o[3]),
-            at(t[4], 0, o[4]), at(t[5], 0, o[5]), s.clipped ? at(t[6], 0, o[6]) : ONE
+            t[0].openAt(index, o[0]), t[1].openAt(index, o[1]), t[2].openAt(index, o[2]), t[3].openAt(index, o[3]),
+            t[4].openAt(0, o[4]), t[5].openAt(0, o[5]), s.clipped ? t[6].openAt(0, o[6]) : ONE
         );
         return adam(s, x);
     }
@@ -175,9 +167,9 @@ library OneStepOptim {
         uint32 buf;
         if (_nonzero(s.momentum)) {
             _sameShape(t[0], t[2], 2);
-            buf = at(t[2], index, o[2]);
+            buf = t[2].openAt(index, o[2]);
         }
-        return sgd(s, at(t[0], index, o[0]), at(t[1], index, o[1]), buf);
+        return sgd(s, t[0].openAt(index, o[0]), t[1].openAt(index, o[1]), buf);
     }
 
     /// @notice `(model, momentum)` of element `index` of the aggregation: `t[0]` the round's
@@ -197,16 +189,16 @@ library OneStepOptim {
         for (uint256 k = 0; k < n; ++k) {
             if (weights[k] == 0 || weights[k] >= 1 << 29) revert OneStepWeightsInvalid(t.length, n);
             _sameShape(t[2], t[k + 2], k + 2);
-            xs[k] = at(t[k + 2], index, o[k + 2]);
+            xs[k] = t[k + 2].openAt(index, o[k + 2]);
         }
         uint32 theta;
         uint32 momentum;
         if (s.outer) {
             _sameShape(t[2], t[0], 0);
-            theta = at(t[0], index, o[0]);
+            theta = t[0].openAt(index, o[0]);
             if (t[1].rows != 0) {
                 _sameShape(t[2], t[1], 1);
-                momentum = at(t[1], index, o[1]);
+                momentum = t[1].openAt(index, o[1]);
             }
         }
         return aggregate(s, xs, weights, theta, momentum);

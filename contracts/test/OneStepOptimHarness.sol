@@ -8,7 +8,7 @@ import {OneStepOptim} from "../numerics/OneStepOptim.sol";
 /// @notice Test harness: the one-step update and aggregation elements with their Merkle
 /// openings (one element a call, as a dispute would), and the arithmetic alone over a batch
 /// of elements in one call (the bit-for-bit comparison of
-/// tests/contracts/test_onestep_optim.py and scripts/onestep_optim_fuzz.py). A batch is
+/// tests/contracts/test_onestep_optim.py and scripts/onestep_kinds_fuzz.py). A batch is
 /// packed bytes, 4 big-endian bytes an element; each case's results come back in one word,
 /// the first result highest.
 contract OneStepOptimHarness {

@@ -5,7 +5,7 @@ elements (tests/contracts/float_cases.random_floats: ±0, ±inf, NaN, subnormals
 patterns, short significands whose products and sums tie, values near the largest
 float32), run through the engine (truetrain/training/optim.py ``repro_update``,
 truetrain/training/aggregate.py ``aggregate``), one case per element. Shared by
-tests/contracts/test_onestep_optim.py and scripts/onestep_optim_fuzz.py.
+tests/contracts/test_onestep_optim.py and scripts/onestep_kinds_fuzz.py.
 """
 
 from __future__ import annotations
@@ -219,9 +219,12 @@ def reference(kind: str, c: Case) -> list[np.ndarray]:
     return list(aggregate_element(c.attrs, xs, c.weights, i["theta"], i["momentum"]))
 
 
-def check(call, kind: str, c: Case) -> tuple[int, list[str]]:
-    """``(elements, mismatches described)``: every element of ``c`` through the harness
-    (``call(function, *args)``: one eth_call) against the reference and the engine."""
+def check(call, kind: str, rng, n: int) -> tuple[int, list[str]]:
+    """``(elements, mismatches described)`` of one generated case of ``kind`` with ``n``
+    elements (an aggregation: an MLP of 8 x (n / 8 - 1) weights and 8 biases), through
+    the harness (``call(function, *args)``: one eth_call) against the reference and the
+    engine."""
+    c = aggregate_case(rng, n // 8 - 1, 8) if kind == "aggregate" else KINDS[kind](rng, n)
     names = list(c.outputs)
     chain, ref = _chain(call, kind, c), reference(kind, c)
     bad = []
