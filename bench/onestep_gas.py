@@ -89,6 +89,8 @@ ELEMENTWISE = [
     ("LM", "embedding gather (tok_emb[ids])", (1024, 256), "embedding", 0),
     ("LM", "dropout (x * mask)", LM_ACT, "dropout", 0),
 ]
+GELU = [("LM", "GELU (FFN hidden)", (1024, 1024), "gelu", 0),
+        ("LM", "GELU backward (FFN hidden)", (1024, 1024), "gelu-backward", 0)]
 
 
 def _f32(v: float) -> int:
@@ -158,6 +160,18 @@ def elementwise_call(harness, kind: str, shape: tuple[int, ...], _workers: int =
     return f.embeddingElement(di[0], dt[0], r, c, [oi[0], ot[0]]), len(oi[0][1]) + len(ot[0][1])
 
 
+def gelu_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0):
+    """The harness function call of one GELU element (forward or backward)."""
+    torch.manual_seed(3)
+    x, g = torch.randn(shape), torch.randn(shape)
+    index = x.numel() // 2 + 1
+    if kind == "gelu":
+        descs, opens = _opened([x], index)
+        return harness.functions.geluElement(descs[0], index, opens[0]), len(opens[0][1])
+    descs, opens = _opened([x, g], index)
+    return harness.functions.geluBackwardElement(descs, index, opens), sum(len(o[1]) for o in opens)
+
+
 def tx_gas(w3, fn) -> tuple[int, int]:
     """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
@@ -168,7 +182,8 @@ def tx_gas(w3, fn) -> tuple[int, int]:
 def kinds_table() -> list[int]:
     rows = []
     for name, plan, build in (("OneStepOptimHarness", UPDATES, update_call),
-                              ("OneStepElementwiseHarness", ELEMENTWISE, elementwise_call)):
+                              ("OneStepElementwiseHarness", ELEMENTWISE, elementwise_call),
+                              ("OneStepGeluHarness", GELU, gelu_call)):
         with harness_on_devnet(name=name) as harness:
             for model, what, shape, kind, workers in plan:
                 fn, nodes = build(harness, kind, shape, workers)
