@@ -91,6 +91,9 @@ ELEMENTWISE = [
 ]
 GELU = [("LM", "GELU (FFN hidden)", (1024, 1024), "gelu", 0),
         ("LM", "GELU backward (FFN hidden)", (1024, 1024), "gelu-backward", 0)]
+LAYERNORM = [("LM", "LayerNorm (a row of d = 256)", LM_ACT, "layernorm", 0),
+             ("-", "LayerNorm (a row of 64)", (32, 64), "layernorm", 0),
+             ("LM", "LayerNorm backward (dx, g * xhat)", LM_ACT, "layernorm-backward", 0)]
 
 
 def _f32(v: float) -> int:
@@ -172,6 +175,28 @@ def gelu_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0):
     return harness.functions.geluBackwardElement(descs, index, opens), sum(len(o[1]) for o in opens)
 
 
+def layernorm_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0):
+    """The harness function call of one LayerNorm element: the whole row opened (and for the
+    backward the gradient's row and the whole gain)."""
+    torch.manual_seed(4)
+    rows, n = shape
+    x, w, b = torch.randn(shape), torch.randn(n), torch.randn(n)
+    i, j = rows // 2, n // 2
+    tx = TensorTree(x)
+    eps = int(np.float64(1e-5).view(np.uint64))
+    if kind == "layernorm-backward":
+        tg, tw = TensorTree(torch.randn(shape)), TensorTree(w)
+        opens = [_opening(tx, i * n, n), _opening(tg, i * n, n), _opening(tw, 0, n)]
+        descs = [("0x" + t.root.hex(), r, n) for t, r in ((tx, rows), (tg, rows), (tw, 1))]
+        return harness.functions.layerNormBackwardElement(descs, eps, i, j, opens), sum(len(o[1]) for o in opens)
+    dw, ow = _opened([w], j)
+    db, ob = _opened([b], j)
+    row = _opening(tx, i * n, n)
+    descs = [("0x" + tx.root.hex(), rows, n), dw[0], db[0]]
+    fn = harness.functions.layerNormElement(descs, eps, i, j, [row, ow[0], ob[0]])
+    return fn, len(row[1]) + len(ow[0][1]) + len(ob[0][1])
+
+
 def tx_gas(w3, fn) -> tuple[int, int]:
     """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
@@ -183,7 +208,8 @@ def kinds_table() -> list[int]:
     rows = []
     for name, plan, build in (("OneStepOptimHarness", UPDATES, update_call),
                               ("OneStepElementwiseHarness", ELEMENTWISE, elementwise_call),
-                              ("OneStepGeluHarness", GELU, gelu_call)):
+                              ("OneStepGeluHarness", GELU, gelu_call),
+                              ("OneStepLayerNormHarness", LAYERNORM, layernorm_call)):
         with harness_on_devnet(name=name) as harness:
             for model, what, shape, kind, workers in plan:
                 fn, nodes = build(harness, kind, shape, workers)

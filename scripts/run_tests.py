@@ -48,7 +48,7 @@ LANES: list[list[str]] = [
     ["tests/integration/test_daemons.py", "tests/integration/test_deploy.py", "tests/training/test_lm_ops.py",
      "tests/contracts/test_float_library.py", "tests/contracts/test_onestep_gemm.py",
      "tests/contracts/test_onestep_optim.py", "tests/contracts/test_onestep_elementwise.py",
-     "tests/contracts/test_onestep_gelu.py"],
+     "tests/contracts/test_onestep_gelu.py", "tests/contracts/test_onestep_layernorm.py"],
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
      "tests/integration/adversarial/test_false_challenge.py",
      "tests/integration/test_data_plane.py", "tests/integration/test_bad_data.py",

@@ -10,6 +10,7 @@ and the on-chain one-step verifier (contracts/numerics/) are checked against it 
   dropout's counter-based mask;
 * :mod:`.special`: the erf table (read by the engine), erf64, exp64, sqrt64, GELU and its
   gradient;
+* :mod:`.layernorm`: LayerNorm's forward and backward from whole rows (``tree_sum``);
 * :mod:`.ieee`: float32 / float64 arithmetic on bit patterns, NaN canonical;
 * :mod:`.tensor_merkle`: tensor roots in the canonical layout and range proofs.
 """
