@@ -26,9 +26,6 @@ library OneStepElementwise {
     /// @notice `perm` is not a permutation of `shape`'s dimensions, or `shape` does not hold
     /// the tensor's elements.
     error OneStepPermutationInvalid(uint256 dims, uint256 numel);
-    /// @notice The element tensors' sizes do not fit the operator (`b` does not repeat over
-    /// `a`, or a column outside the table).
-    error OneStepOperandsMismatch(uint256 operand);
     /// @notice An embedding index outside its table.
     error OneStepIndexOutOfRange(uint256 id, uint256 rows);
 
@@ -92,7 +89,7 @@ library OneStepElementwise {
 
     /// @notice The flat index of `table[id][c]` in a table (rows, cols).
     function embeddingSource(uint256 id, uint256 rows, uint256 cols, uint256 c) internal pure returns (uint256) {
-        if (c >= cols) revert OneStepOperandsMismatch(1);
+        if (c >= cols) revert OneStepGemm.OneStepOperandsMismatch(1);
         if (id >= rows) revert OneStepIndexOutOfRange(id, rows);
         return id * cols + c;
     }
@@ -156,8 +153,8 @@ library OneStepElementwise {
         pure
         returns (uint32)
     {
-        if (t[1].rows != t[0].rows || t[1].cols != t[0].cols) revert OneStepOperandsMismatch(1);
-        return applyMask(t[0].openAt(index, o[0]), t[1].openAt(index, o[1]));
+        (uint32 g, uint32 mask) = OneStepGemm.openPair(t, index, o);
+        return applyMask(g, mask);
     }
 
     /// @notice `a[index] + b[index % numel(b)]` (`t` = a, b).
@@ -167,7 +164,7 @@ library OneStepElementwise {
         returns (uint32)
     {
         uint256 nb = _numel(t[1]);
-        if (nb == 0 || _numel(t[0]) % nb != 0) revert OneStepOperandsMismatch(1);
+        if (nb == 0 || _numel(t[0]) % nb != 0) revert OneStepGemm.OneStepOperandsMismatch(1);
         return Float32.add(t[0].openAt(index, o[0]), t[1].openAt(index % nb, o[1]));
     }
 

@@ -190,10 +190,7 @@ library OneStepGelu {
         pure
         returns (uint32)
     {
-        if (t[1].rows != t[0].rows || t[1].cols != t[0].cols) revert OneStepOperandsMismatch(1);
-        return geluBackward(t[0].openAt(index, o[0]), t[1].openAt(index, o[1]));
+        (uint32 x, uint32 g) = OneStepGemm.openPair(t, index, o);
+        return geluBackward(x, g);
     }
-
-    /// @notice The element tensors do not share a shape.
-    error OneStepOperandsMismatch(uint256 operand);
 }

@@ -60,8 +60,6 @@ library OneStepOptim {
         bool nesterov;
     }
 
-    /// @notice The element tensors of one application do not share a shape.
-    error OneStepOperandsMismatch(uint256 operand);
     /// @notice The aggregation needs one weight in [1, 2^29) per contribution.
     error OneStepWeightsInvalid(uint256 contributions, uint256 weights);
 
@@ -133,10 +131,6 @@ library OneStepOptim {
 
     // --- the one-steps: inputs opened against their roots ---------------------------------
 
-    function _sameShape(OneStepGemm.Tensor calldata a, OneStepGemm.Tensor calldata b, uint256 operand) private pure {
-        if (a.rows != b.rows || a.cols != b.cols) revert OneStepOperandsMismatch(operand);
-    }
-
     /// @notice `(p, m, v)` of element `index`: `t` = the parameter, its gradient, the two
     /// moments (one shape), then the 0-dim beta1_power, beta2_power and clip factor (opened
     /// at 0; the clip factor only when `s.clipped`), each opened by `o`.
@@ -147,7 +141,7 @@ library OneStepOptim {
         OneStepGemm.Opening[7] calldata o
     ) internal pure returns (uint32, uint32, uint32) {
         for (uint256 k = 1; k < 4; ++k) {
-            _sameShape(t[0], t[k], k);
+            OneStepGemm.sameShape(t[0], t[k], k);
         }
         AdamIn memory x = AdamIn(
             t[0].openAt(index, o[0]), t[1].openAt(index, o[1]), t[2].openAt(index, o[2]), t[3].openAt(index, o[3]),
@@ -163,10 +157,10 @@ library OneStepOptim {
         pure
         returns (uint32, uint32)
     {
-        _sameShape(t[0], t[1], 1);
+        OneStepGemm.sameShape(t[0], t[1], 1);
         uint32 buf;
         if (_nonzero(s.momentum)) {
-            _sameShape(t[0], t[2], 2);
+            OneStepGemm.sameShape(t[0], t[2], 2);
             buf = t[2].openAt(index, o[2]);
         }
         return sgd(s, t[0].openAt(index, o[0]), t[1].openAt(index, o[1]), buf);
@@ -188,16 +182,16 @@ library OneStepOptim {
         uint32[] memory xs = new uint32[](n);
         for (uint256 k = 0; k < n; ++k) {
             if (weights[k] == 0 || weights[k] >= 1 << 29) revert OneStepWeightsInvalid(t.length, n);
-            _sameShape(t[2], t[k + 2], k + 2);
+            OneStepGemm.sameShape(t[2], t[k + 2], k + 2);
             xs[k] = t[k + 2].openAt(index, o[k + 2]);
         }
         uint32 theta;
         uint32 momentum;
         if (s.outer) {
-            _sameShape(t[2], t[0], 0);
+            OneStepGemm.sameShape(t[2], t[0], 0);
             theta = t[0].openAt(index, o[0]);
             if (t[1].rows != 0) {
-                _sameShape(t[2], t[1], 1);
+                OneStepGemm.sameShape(t[2], t[1], 1);
                 momentum = t[1].openAt(index, o[1]);
             }
         }

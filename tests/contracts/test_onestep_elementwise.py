@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.contracts.elementwise_cases import KINDS, check, floats
+from tests.contracts.onestep_kinds import assert_kind_matches, descriptor as _desc, opening as _open, tensor_of as _t
 from truetrain.numerics import elementwise as ref
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.training.ops.dropout import dropout
@@ -28,26 +29,7 @@ def harness(OneStepElementwiseHarness, accounts):
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_batch_matchesEngineAndReference_bitForBit(harness, kind):
-    rng = np.random.default_rng([28, len(kind)])
-    total, bad = 0, []
-    while total < 2_000:
-        done, wrong = check(lambda fn, *a: getattr(harness, fn).call(*a), kind, rng, 256)
-        total += done
-        bad += wrong
-    assert not bad, f"{len(bad)} differ, e.g.\n" + "\n".join(bad[:10])
-
-
-def _t(bits) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(bits, np.uint32).view(np.float32)).clone()
-
-
-def _desc(tree: TensorTree, rows: int, cols: int):
-    return ("0x" + tree.root.hex(), rows, cols)
-
-
-def _open(tree: TensorTree, index: int):
-    chunks, proof = tree.open(index, 1)
-    return (chunks, ["0x" + p.hex() for p in proof])
+    assert assert_kind_matches(harness, check, kind) >= 2_000
 
 
 def test_reluAndMask_opened_matchReference(harness):

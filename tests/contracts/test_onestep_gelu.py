@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.contracts.gelu_cases import KINDS, check, inputs32
+from tests.contracts.onestep_kinds import assert_kind_matches, opening as _open, tensor_of as _t
 from truetrain.numerics import special
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.training.ops.elementwise import gelu_backward, gelu_forward
@@ -27,28 +28,13 @@ def harness(OneStepGeluHarness, accounts):
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_batch_matchesEngineAndReference_bitForBit(harness, kind):
-    rng = np.random.default_rng([28, len(kind)])
-    total, bad = 0, []
-    while total < 2_000:
-        done, wrong = check(lambda fn, *a: getattr(harness, fn).call(*a), kind, rng, 256)
-        total += done
-        bad += wrong
-    assert not bad, f"{len(bad)} differ, e.g.\n" + "\n".join(bad[:10])
+    assert assert_kind_matches(harness, check, kind) >= 2_000
 
 
 def test_erfTable_equalsReference_wordForWord(harness):
     table = np.array(special.erf_table(), np.float64)
     assert table.shape == (97, 8)
     assert bytes(harness.erfTable.call()) == table.astype(">f8").tobytes()
-
-
-def _t(bits) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(bits, np.uint32).view(np.float32)).clone()
-
-
-def _open(tree: TensorTree, index: int):
-    chunks, proof = tree.open(index, 1)
-    return (chunks, ["0x" + p.hex() for p in proof])
 
 
 def test_geluElements_opened_matchEngine(harness):

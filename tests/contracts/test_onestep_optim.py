@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 import torch
 
+from tests.contracts.onestep_kinds import assert_kind_matches, descriptor, opening, tensor_of as _t
 from tests.contracts.optim_cases import adam_case, aggregate_case, check, f32, sgd_case
-from truetrain.numerics.optim_element import adam_element, aggregate_element, sgd_element
+from truetrain.numerics.optim_element import (AdamScalars, OuterScalars, SgdScalars, adam_element,
+                                              aggregate_element, sgd_element)
 from truetrain.numerics.tensor_merkle import TensorTree
 
 CONTRACT_LIMIT = 24_576
-# (kind, cases, elements a case): 2,048 elements a kind; an aggregation case is a whole small
-# MLP (8 x 15 weights and 8 biases) of 1 to 8 workers
-PLAN = [("adam", 32, 64), ("sgd", 32, 64), ("aggregate", 16, 128)]
+# (kind, elements a case): 2,048 elements a kind; an aggregation case is a whole small MLP
+# (8 x 15 weights and 8 biases) of 1 to 8 workers
+PLAN = [("adam", 64), ("sgd", 64), ("aggregate", 128)]
 
 
 @pytest.fixture(scope="module")
@@ -28,40 +30,17 @@ def harness(OneStepOptimHarness, accounts):
     return OneStepOptimHarness.deploy({"from": accounts[0]})
 
 
-def _call(harness):
-    return lambda fn, *args: getattr(harness, fn).call(*args)
-
-
-@pytest.mark.parametrize("kind,count,n", PLAN)
-def test_batch_matchesEngineAndReference_bitForBit(harness, kind, count, n):
-    rng = np.random.default_rng([28, len(kind)])
-    total, bad = 0, []
-    for _ in range(count):
-        done, wrong = check(_call(harness), kind, rng, n)
-        total += done
-        bad += wrong
-    assert total >= 2_000
-    assert not bad, f"{len(bad)} differ, e.g.\n" + "\n".join(bad[:10])
-
-
-def _tensor(t: torch.Tensor, tree: TensorTree):
-    rows = t.shape[0] if t.dim() else 1
-    return ("0x" + tree.root.hex(), rows, t.numel() // rows)
+@pytest.mark.parametrize("kind,n", PLAN)
+def test_batch_matchesEngineAndReference_bitForBit(harness, kind, n):
+    assert assert_kind_matches(harness, check, kind, n) >= 2_000
 
 
 def _opened(ts: list[torch.Tensor], index: int):
     """Tensor descriptors and the openings of element ``index`` (0 for 0-dim tensors)."""
     trees = [TensorTree(t) for t in ts]
-    descs = [_tensor(t, tr) for t, tr in zip(ts, trees)]
-    opens = []
-    for t, tr in zip(ts, trees):
-        chunks, proof = tr.open(index if t.dim() else 0, 1)
-        opens.append((chunks, ["0x" + p.hex() for p in proof]))
-    return descs, opens
-
-
-def _t(bits) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(bits, np.uint32).view(np.float32)).clone()
+    descs = [descriptor(tr, t.shape[0] if t.dim() else 1, t.numel() // (t.shape[0] if t.dim() else 1))
+             for t, tr in zip(ts, trees)]
+    return descs, [opening(tr, index if t.dim() else 0) for t, tr in zip(ts, trees)]
 
 
 def _scalar(bits: int) -> torch.Tensor:
@@ -116,13 +95,12 @@ def test_referenceScalars_edgeSemantics():
     """The engine's quirks the element keeps: AdamW with lr * wd rounding to 0 decays the
     gradient as Adam does; a ±0 hyperparameter skips its term (a -0 gradient stays -0)."""
     one, neg0 = f32(1.0), 0x80000000
-    s = type(adam_case(np.random.default_rng(0), 1).attrs)(lr=0, weight_decay=f32(0.5), beta1=0, beta2=0,
-                                                            eps=one, decoupled=True)
+    s = AdamScalars(lr=0, weight_decay=f32(0.5), beta1=0, beta2=0, eps=one, decoupled=True)
     _, m, _ = adam_element(s, f32(2.0), 0, 0, 0, one, one)
     assert m == f32(1.0)  # g + p * wd = 0 + 2 * 0.5
-    sgd_attrs = type(sgd_case(np.random.default_rng(0), 1).attrs)(lr=one, weight_decay=neg0, momentum=0)
+    sgd_attrs = SgdScalars(lr=one, weight_decay=neg0, momentum=0)
     assert sgd_element(sgd_attrs, 0, neg0) == (0, 0)  # 0 - (-0 * 1) = +0, no weight-decay term
-    outer = type(aggregate_case(np.random.default_rng(0)).attrs)(outer=False)
+    outer = OuterScalars(outer=False)
     assert aggregate_element(outer, [neg0, neg0], [3, 5])[0] == 0  # the float64 sum starts at +0
 
 

@@ -35,25 +35,18 @@ def bits64(x: np.ndarray):
     return int(b) if b.ndim == 0 else b
 
 
-def _op32(fn):
+def _op(fn, load, store, width: int):
+    """``fn`` on bit patterns of one width (loaded, computed by numpy, stored canonical)."""
     def op(*args):
         with np.errstate(all="ignore"):
-            return bits32(fn(*(_f32(a) for a in args)))
-    op.__doc__ = f"float32 {fn.__name__} on bit patterns."
+            return store(fn(*(load(a) for a in args)))
+    op.__doc__ = f"float{width} {fn.__name__} on bit patterns."
     return op
 
 
-def _op64(fn):
-    def op(*args):
-        with np.errstate(all="ignore"):
-            return bits64(fn(*(_f64(a) for a in args)))
-    op.__doc__ = f"float64 {fn.__name__} on bit patterns."
-    return op
-
-
-add32, sub32, mul32, div32 = (_op32(f) for f in (np.add, np.subtract, np.multiply, np.divide))
-add64, sub64, mul64, div64 = (_op64(f) for f in (np.add, np.subtract, np.multiply, np.divide))
-sqrt32 = _op32(np.sqrt)  # sqrtss: correctly rounded, as the engine's sqrt32 (through float64)
+add32, sub32, mul32, div32 = (_op(f, _f32, bits32, 32) for f in (np.add, np.subtract, np.multiply, np.divide))
+add64, sub64, mul64, div64 = (_op(f, _f64, bits64, 64) for f in (np.add, np.subtract, np.multiply, np.divide))
+sqrt32 = _op(np.sqrt, _f32, bits32, 32)  # sqrtss: correctly rounded, as the engine's sqrt32 (through float64)
 
 
 def to64(a):
