@@ -75,10 +75,7 @@ library OneStepOptim {
     /// `p -= (m / (sqrt32(v) / bc2 + eps)) * step_size`.
     function adam(Adam memory s, AdamIn memory x) internal pure returns (uint32 p, uint32 m, uint32 v) {
         uint32 g = s.clipped ? Float32.mul(x.g, x.clip) : x.g;
-        uint32 stepSize = Float32.mul(
-            Float32.div(ONE, Float32.sub(ONE, Float32.mul(x.beta1Power, s.beta1))), s.lr
-        );
-        uint32 bc2 = Float32.sqrt(Float32.sub(ONE, Float32.mul(x.beta2Power, s.beta2)));
+        (uint32 stepSize, uint32 bc2) = _corrections(s, x);
         p = x.p;
         uint32 decay = s.decoupled ? Float32.mul(s.lr, s.weightDecay) : 0;
         if (_nonzero(decay)) {
@@ -90,6 +87,19 @@ library OneStepOptim {
         v = Float32.add(Float32.mul(x.v, s.beta2), Float32.mul(Float32.mul(g, g), Float32.sub(ONE, s.beta2)));
         uint32 denom = Float32.add(Float32.div(Float32.sqrt(v), bc2), s.eps);
         p = Float32.sub(p, Float32.mul(Float32.div(m, denom), stepSize));
+    }
+
+    /// @dev The bias corrections: `step_size = (1 - b1p).reciprocal() · lr`, `sqrt32(1 - b2p)`.
+    function _corrections(Adam memory s, AdamIn memory x) private pure returns (uint32 stepSize, uint32 bc2) {
+        (uint32 b1p, uint32 b2p) = powers(s, x.beta1Power, x.beta2Power);
+        stepSize = Float32.mul(Float32.div(ONE, Float32.sub(ONE, b1p)), s.lr);
+        bc2 = Float32.sqrt(Float32.sub(ONE, b2p));
+    }
+
+    /// @notice The state's running products after the step (the application's 0-dim
+    /// outputs `beta1_power`, `beta2_power`): `beta1Power · b1`, `beta2Power · b2`.
+    function powers(Adam memory s, uint32 beta1Power, uint32 beta2Power) internal pure returns (uint32, uint32) {
+        return (Float32.mul(beta1Power, s.beta1), Float32.mul(beta2Power, s.beta2));
     }
 
     /// @notice `(p, buf)` after one SGD update: `g += p * wd`; with momentum
@@ -148,6 +158,15 @@ library OneStepOptim {
             t[4].openAt(0, o[4]), t[5].openAt(0, o[5]), s.clipped ? t[6].openAt(0, o[6]) : ONE
         );
         return adam(s, x);
+    }
+
+    /// @notice The new `(beta1_power, beta2_power)`: `t` = the old ones (0-dim), opened.
+    function adamPowersElement(Adam calldata s, OneStepGemm.Tensor[2] calldata t, OneStepGemm.Opening[2] calldata o)
+        internal
+        pure
+        returns (uint32, uint32)
+    {
+        return powers(s, t[0].openAt(0, o[0]), t[1].openAt(0, o[1]));
     }
 
     /// @notice `(p, buf)` of element `index`: `t` = the parameter, its gradient, the momentum

@@ -25,6 +25,15 @@ contract OneStepOptimHarness {
         return OneStepOptim.adamElement(s, t, index, o);
     }
 
+    /// @notice See OneStepOptim.adamPowersElement.
+    function adamPowersElement(
+        OneStepOptim.Adam calldata s,
+        OneStepGemm.Tensor[2] calldata t,
+        OneStepGemm.Opening[2] calldata o
+    ) external pure returns (uint32, uint32) {
+        return OneStepOptim.adamPowersElement(s, t, o);
+    }
+
     /// @notice See OneStepOptim.sgdElement.
     function sgdElement(
         OneStepOptim.Sgd calldata s,
@@ -46,15 +55,18 @@ contract OneStepOptimHarness {
         return OneStepOptim.aggregateElement(s, weights, t, index, o);
     }
 
-    /// @notice Adam(W) over cases of (p, g, m, v): `(p << 64) | (m << 32) | v` each.
+    /// @notice Adam(W) over cases of (p, g, m, v): `(p << 64) | (m << 32) | v` each, and
+    /// the new beta powers `(b1p << 32) | b2p` as one more word at the end.
     function adamBatch(OneStepOptim.Adam calldata s, uint32 b1p, uint32 b2p, uint32 clip, bytes calldata elems)
         external
         pure
         returns (uint256[] memory out)
     {
-        out = new uint256[](_cases(elems, 4));
+        out = new uint256[](_cases(elems, 4) + 1);
         OneStepOptim.Adam memory sm = s;
-        for (uint256 c = 0; c < out.length; ++c) {
+        (uint32 p1, uint32 p2) = OneStepOptim.powers(sm, b1p, b2p);
+        out[out.length - 1] = (uint256(p1) << 32) | p2;
+        for (uint256 c = 0; c + 1 < out.length; ++c) {
             uint256 q = 16 * c;
             OneStepOptim.AdamIn memory x =
                 OneStepOptim.AdamIn(_word(elems, q), _word(elems, q + 4), _word(elems, q + 8), _word(elems, q + 12), b1p, b2p, clip);

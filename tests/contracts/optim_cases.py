@@ -17,7 +17,7 @@ import torch
 
 from tests.contracts.float_cases import F32 as FMT32, random_floats
 from truetrain.numerics.ieee import bits32
-from truetrain.numerics.optim_element import (AdamScalars, OuterScalars, SgdScalars, adam_element,
+from truetrain.numerics.optim_element import (AdamScalars, OuterScalars, SgdScalars, adam_element, adam_powers,
                                               aggregate_element, sgd_element)
 from truetrain.training.aggregate import Contribution, aggregate
 from truetrain.training.checkpoint import Checkpoint
@@ -102,7 +102,9 @@ def adam_case(rng, n: int) -> Case:
     attrs = AdamScalars(f32(lr), f32(wd), f32(b1), f32(b2), f32(eps), kind == "adamw", clipped)
     return Case(attrs, inputs, {"b1p": f32(b1p), "b2p": f32(b2p), "clip": f32(clip)},
                 {"p": bits32(params["w"].numpy()), "m": bits32(state["exp_avg.w"].numpy()),
-                 "v": bits32(state["exp_avg_sq.w"].numpy())})
+                 "v": bits32(state["exp_avg_sq.w"].numpy()),
+                 "powers": np.array([bits32(state["beta1_power"].numpy()), bits32(state["beta2_power"].numpy())],
+                                    np.uint32)})
 
 
 def sgd_case(rng, n: int) -> Case:
@@ -195,7 +197,9 @@ def _chain(call, kind: str, c: Case) -> list[np.ndarray]:
         attrs = (a.lr, a.weight_decay, a.beta1, a.beta2, a.eps, a.decoupled, a.clipped)
         words = call("adamBatch", attrs, c.scalars["b1p"], c.scalars["b2p"], c.scalars["clip"],
                      _packed(i["p"], i["g"], i["m"], i["v"]))
-        shifts = (64, 32, 0)
+        last = int(words[-1])
+        return [np.array([(int(w) >> s) & 0xFFFFFFFF for w in words[:-1]], np.uint32) for s in (64, 32, 0)] + [
+            np.array([last >> 32, last & 0xFFFFFFFF], np.uint32)]
     elif kind == "sgd":
         words = call("sgdBatch", (a.lr, a.weight_decay, a.momentum), _packed(i["p"], i["g"], i["buf"]))
         shifts = (32, 0)
@@ -212,7 +216,8 @@ def reference(kind: str, c: Case) -> list[np.ndarray]:
     i = c.inputs
     if kind == "adam":
         return list(adam_element(c.attrs, i["p"], i["g"], i["m"], i["v"], c.scalars["b1p"], c.scalars["b2p"],
-                                 c.scalars["clip"]))
+                                 c.scalars["clip"])) + [np.array(adam_powers(c.attrs, c.scalars["b1p"], c.scalars["b2p"]),
+                                                                 np.uint32)]
     if kind == "sgd":
         return list(sgd_element(c.attrs, i["p"], i["g"], i["buf"]))
     xs = [i[f"x{k}"] for k in range(len(c.weights))]

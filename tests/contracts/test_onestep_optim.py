@@ -58,6 +58,9 @@ def test_adamElement_opensRoots_matchesEngine(harness):
             got = harness.adamElement.call((a.lr, a.weight_decay, a.beta1, a.beta2, a.eps, a.decoupled, a.clipped),
                                            descs, index, opens)
             assert list(got) == [int(c.outputs[k][index]) for k in ("p", "m", "v")]
+        got = harness.adamPowersElement.call((a.lr, a.weight_decay, a.beta1, a.beta2, a.eps, a.decoupled, a.clipped),
+                                             descs[4:6], opens[4:6])
+        assert list(got) == [int(v) for v in c.outputs["powers"]]  # the state's new beta1/beta2_power
 
 
 def test_sgdElement_opensRoots_matchesEngine(harness):

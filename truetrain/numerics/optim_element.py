@@ -39,7 +39,7 @@ def adam_element(s: AdamScalars, p, g, m, v, beta1_power: int, beta2_power: int,
     the clip factor (used when ``s.clipped``)."""
     if s.clipped:
         g = mul32(g, clip)
-    b1p, b2p = mul32(beta1_power, s.beta1), mul32(beta2_power, s.beta2)
+    b1p, b2p = adam_powers(s, beta1_power, beta2_power)
     # lr / (1 - b1p) with a tensor divisor is torch's __rtruediv__: (1 - b1p).reciprocal() * lr
     step_size = mul32(div32(ONE32, sub32(ONE32, b1p)), s.lr)
     bc2_sqrt = sqrt32(sub32(ONE32, b2p))
@@ -52,6 +52,11 @@ def adam_element(s: AdamScalars, p, g, m, v, beta1_power: int, beta2_power: int,
     v = add32(mul32(v, s.beta2), mul32(mul32(g, g), sub32(ONE32, s.beta2)))
     denom = add32(div32(sqrt32(v), bc2_sqrt), s.eps)
     return sub32(p, mul32(div32(m, denom), step_size)), m, v
+
+
+def adam_powers(s: AdamScalars, beta1_power: int, beta2_power: int) -> tuple[int, int]:
+    """The state's running products after the step: ``beta1_power * b1``, ``beta2_power * b2``."""
+    return mul32(beta1_power, s.beta1), mul32(beta2_power, s.beta2)
 
 
 @dataclass(frozen=True)
