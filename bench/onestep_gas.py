@@ -1,12 +1,16 @@
-"""Gas of the one-step linear element (contracts/numerics/OneStepGemm.sol) for the products
-of the default LM (d256 x 4 layers, batch 8 x 128 = 1,024 tokens, vocabulary 256) and of the
-digits MLP (64-128-10, batch 32): the whole transaction (eth_estimateGas of
-OneStepGemmHarness.linearElement: 21,000 + calldata + both rows and the bias opened by range
-proofs + the quantisation and exact sum of K products + one rounding), on a fresh Anvil.
-Issue 28 keeps every transaction at or under 10 M gas.
+"""Gas of the one-step elements for the default LM (d256 x 4 layers, batch 8 x 128 = 1,024
+tokens, vocabulary 256) and the digits MLP (64-128-10, batch 32), the whole transaction
+(eth_estimateGas: 21,000 + calldata + the inputs opened by range proofs + the arithmetic), on
+a fresh Anvil. Issue 28 keeps every transaction at or under 10 M gas.
 
-The gas depends on the contraction length K (the rows opened) and on the trees' depths
-(the tensors' sizes), not on the values: each row is random normal.
+* the linear element (contracts/numerics/OneStepGemm.sol, OneStepGemmHarness.linearElement):
+  both rows and the bias opened, the quantisation and exact sum of K products, one rounding;
+  the gas depends on K (the rows opened) and the trees' depths, not on the values;
+* the other kinds (contracts/numerics/OneStepOptim.sol and OneStepElementwise.sol, their
+  harnesses): one element of each input opened (and the state's 0-dim scalars), the
+  engine's float32 / float64 operations or index map; the depth is the tensor's (for the
+  updates the largest parameter: the LM's FFN weight, 1,024 x 256; the MLP's first layer,
+  128 x 64), an aggregation's gas grows with its contributions.
 
     .venv/bin/python bench/onestep_gas.py
 """
@@ -18,9 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tests.contracts.float_chain import harness_on_devnet  # noqa: E402
+from truetrain.numerics.elementwise import permute_source  # noqa: E402
 from truetrain.numerics.tensor_merkle import TensorTree  # noqa: E402
 
 LIMIT = 10_000_000
@@ -55,9 +61,166 @@ def measure(harness, w3, m: int, k: int, n: int, limbs: int) -> tuple[int, int, 
     fn = harness.functions.linearElement(
         ("0x" + ta.root.hex(), m, k), ("0x" + tb.root.hex(), n, k), ("0x" + tc.root.hex(), 1, n),
         limbs, i, j, ra, rb, rc)
+    gas, size = tx_gas(w3, fn)
+    return gas, size, sum(len(r[1]) for r in (ra, rb, rc))
+
+
+# (model, kind, tensor shape, what, contributions): the LM trains with AdamW (betas 0.9 /
+# 0.95, clip norm 1: the clipped path), the MLP with SGD and momentum; the LM's activations
+# are (8 x 128 tokens, d 256), its qkv (8, 128, 3, 4 heads, 64)
+LM_PARAM, MLP_PARAM, LM_ACT, MLP_HIDDEN = (1024, 256), (128, 64), (1024, 256), (32, 128)
+UPDATES = [
+    ("LM", "AdamW, clipped (p, m, v)", LM_PARAM, "adam", 0),
+    ("LM", "Adam, no clip", LM_PARAM, "adam-plain", 0),
+    ("MLP", "SGD with momentum (p, buf)", MLP_PARAM, "sgd", 0),
+    ("MLP", "FedAvg mean", MLP_PARAM, "fedavg", 4),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 2),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 8),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 32),
+    ("LM", "DiLoCo outer step (Nesterov)", LM_PARAM, "diloco", 128),
+]
+ELEMENTWISE = [
+    ("MLP", "ReLU (h, mask)", MLP_HIDDEN, "relu", 0),
+    ("MLP", "ReLU backward (g * mask + 0)", MLP_HIDDEN, "mask", 0),
+    ("LM", "embedding sum (tokens + positions)", LM_ACT, "add-pos", 0),
+    ("LM", "residual add", LM_ACT, "add", 0),
+    ("LM", "head split (qkv permute 2,0,3,1,4)", (8, 128, 3, 4, 64), "permute", 0),
+    ("LM", "transpose of W (input gradient)", (1024, 256), "transpose", 0),
+    ("LM", "embedding gather (tok_emb[ids])", (1024, 256), "embedding", 0),
+    ("LM", "dropout (x * mask)", LM_ACT, "dropout", 0),
+]
+GELU = [("LM", "GELU (FFN hidden)", (1024, 1024), "gelu", 0),
+        ("LM", "GELU backward (FFN hidden)", (1024, 1024), "gelu-backward", 0)]
+LAYERNORM = [("LM", "LayerNorm (a row of d = 256)", LM_ACT, "layernorm", 0),
+             ("-", "LayerNorm (a row of 64)", (32, 64), "layernorm", 0),
+             ("LM", "LayerNorm backward (dx, g * xhat)", LM_ACT, "layernorm-backward", 0)]
+
+
+def _f32(v: float) -> int:
+    return int(np.float32(v).view(np.uint32))
+
+
+def _opened(tensors: list[torch.Tensor], index: int):
+    """Descriptors and openings of element ``index`` of each tensor (0 of a 0-dim one)."""
+    descs, opens = [], []
+    for t in tensors:
+        tree = TensorTree(t)
+        rows = t.shape[0] if t.dim() else 1
+        descs.append(("0x" + tree.root.hex(), rows, t.numel() // rows))
+        opens.append(_opening(tree, index if t.dim() else 0, 1))
+    return descs, opens
+
+
+def update_call(harness, kind: str, shape: tuple[int, int], workers: int):
+    """The harness function call of one update or aggregation element, and its proof nodes."""
+    torch.manual_seed(shape[0] + workers)
+    index = shape[0] * shape[1] // 2 + 1
+    if kind.startswith("adam"):
+        clipped = kind == "adam"
+        ts = [torch.randn(shape) for _ in range(3)] + [torch.rand(shape), torch.tensor(0.9**7), torch.tensor(0.95**7),
+                                                      torch.tensor(0.5)]
+        descs, opens = _opened(ts, index)
+        attrs = (_f32(3e-4), _f32(0.1), _f32(0.9), _f32(0.95), _f32(1e-8), clipped, clipped)
+        fn = harness.functions.adamElement(attrs, descs, index, opens)
+    elif kind == "sgd":
+        descs, opens = _opened([torch.randn(shape) for _ in range(3)], index)
+        fn = harness.functions.sgdElement((_f32(0.1), _f32(5e-4), _f32(0.9)), descs, index, opens)
+    else:
+        descs, opens = _opened([torch.randn(shape) for _ in range(2 + workers)], index)
+        attrs = (kind == "diloco", _f32(0.7), _f32(0.9), True)
+        fn = harness.functions.aggregateElement(attrs, [1024 + w for w in range(workers)], descs, index, opens)
+    return fn, sum(len(o[1]) for o in opens)
+
+
+def elementwise_call(harness, kind: str, shape: tuple[int, ...], _workers: int = 0):
+    """The harness function call of one elementwise element, and its proof nodes."""
+    torch.manual_seed(len(kind))
+    x = torch.randn(shape)
+    index = x.numel() // 2 + 1
+    f = harness.functions
+    if kind in ("relu", "dropout"):
+        descs, opens = _opened([x], index)
+        if kind == "relu":
+            return f.reluElement(descs[0], index, opens[0]), len(opens[0][1])
+        attrs = (bytes(range(32)), b"blocks.0.attn", int(np.float64(0.1).view(np.uint64)), 0)
+        return f.dropoutElement(attrs, descs[0], index, opens[0]), len(opens[0][1])
+    if kind in ("mask", "add", "add-pos"):
+        other = x[:128] if kind == "add-pos" else (x > 0).float() if kind == "mask" else torch.randn(shape)
+        descs, opens = _opened([x], index)
+        d2, o2 = _opened([other], index % other.numel())
+        descs, opens = descs + d2, opens + o2
+        fn = f.applyMaskElement if kind == "mask" else f.addElement
+        return fn(descs, index, opens), len(opens[0][1]) + len(opens[1][1])
+    if kind in ("permute", "transpose"):
+        perm = (2, 0, 3, 1, 4) if kind == "permute" else (1, 0)
+        descs, opens = _opened([x.reshape(shape[0], -1)], permute_source(shape, perm, index))
+        return f.permuteElement(descs[0], list(shape), list(perm), index, opens[0]), len(opens[0][1])
+    ids = torch.randint(0, 256, (shape[0],), dtype=torch.int32)
+    table = torch.randn(256, shape[1])
+    r, c = shape[0] // 2, 7
+    di, oi = _opened([ids.view(torch.float32).reshape(1, -1)], r)
+    dt, ot = _opened([table], int(ids[r]) * shape[1] + c)
+    return f.embeddingElement(di[0], dt[0], r, c, [oi[0], ot[0]]), len(oi[0][1]) + len(ot[0][1])
+
+
+def gelu_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0):
+    """The harness function call of one GELU element (forward or backward)."""
+    torch.manual_seed(3)
+    x, g = torch.randn(shape), torch.randn(shape)
+    index = x.numel() // 2 + 1
+    if kind == "gelu":
+        descs, opens = _opened([x], index)
+        return harness.functions.geluElement(descs[0], index, opens[0]), len(opens[0][1])
+    descs, opens = _opened([x, g], index)
+    return harness.functions.geluBackwardElement(descs, index, opens), sum(len(o[1]) for o in opens)
+
+
+def layernorm_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0):
+    """The harness function call of one LayerNorm element: the whole row opened (and for the
+    backward the gradient's row and the whole gain)."""
+    torch.manual_seed(4)
+    rows, n = shape
+    x, w, b = torch.randn(shape), torch.randn(n), torch.randn(n)
+    i, j = rows // 2, n // 2
+    tx = TensorTree(x)
+    eps = int(np.float64(1e-5).view(np.uint64))
+    if kind == "layernorm-backward":
+        tg, tw = TensorTree(torch.randn(shape)), TensorTree(w)
+        opens = [_opening(tx, i * n, n), _opening(tg, i * n, n), _opening(tw, 0, n)]
+        descs = [("0x" + t.root.hex(), r, n) for t, r in ((tx, rows), (tg, rows), (tw, 1))]
+        return harness.functions.layerNormBackwardElement(descs, eps, i, j, opens), sum(len(o[1]) for o in opens)
+    dw, ow = _opened([w], j)
+    db, ob = _opened([b], j)
+    row = _opening(tx, i * n, n)
+    descs = [("0x" + tx.root.hex(), rows, n), dw[0], db[0]]
+    fn = harness.functions.layerNormElement(descs, eps, i, j, [row, ow[0], ob[0]])
+    return fn, len(row[1]) + len(ow[0][1]) + len(ob[0][1])
+
+
+def tx_gas(w3, fn) -> tuple[int, int]:
+    """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
     gas = w3.eth.estimate_gas({"from": tx["from"], "to": tx["to"], "data": tx["data"]})
-    return gas, len(bytes.fromhex(tx["data"][2:])), sum(len(r[1]) for r in (ra, rb, rc))
+    return gas, len(bytes.fromhex(tx["data"][2:]))
+
+
+def kinds_table() -> list[int]:
+    rows = []
+    for name, plan, build in (("OneStepOptimHarness", UPDATES, update_call),
+                              ("OneStepElementwiseHarness", ELEMENTWISE, elementwise_call),
+                              ("OneStepGeluHarness", GELU, gelu_call),
+                              ("OneStepLayerNormHarness", LAYERNORM, layernorm_call)):
+        with harness_on_devnet(name=name) as harness:
+            for model, what, shape, kind, workers in plan:
+                fn, nodes = build(harness, kind, shape, workers)
+                gas, size = tx_gas(harness.w3, fn)
+                rows.append((model, what, "x".join(map(str, shape)), workers or "-", gas, size, nodes))
+    head = ("model", "kind", "tensor", "contributions", "tx gas", "calldata B", "proof nodes", "of 10 M")
+    print("\n| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for model, what, shape, workers, gas, size, nodes in rows:
+        print(f"| {model} | {what} | {shape} | {workers} | {gas:,} | {size:,} | {nodes} | {100 * gas / LIMIT:.1f} % |")
+    return [r[4] for r in rows]
 
 
 def main() -> None:
@@ -74,7 +237,7 @@ def main() -> None:
     for model, what, shape, k, limbs, gas, size, nodes in rows:
         print(f"| {model} | {what} | {shape} | {k:,} | {limbs} | {gas:,} | {gas // k:,} | {size:,} | {nodes} | "
               f"{100 * gas / LIMIT:.1f} % |")
-    worst = max(r[5] for r in rows)
+    worst = max(max(r[5] for r in rows), *kinds_table())
     print(f"\nlargest transaction: {worst:,} gas ({'within' if worst <= LIMIT else 'OVER'} the 10 M limit)")
 
 

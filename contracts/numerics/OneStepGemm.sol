@@ -29,6 +29,9 @@ library OneStepGemm {
     error OneStepLimbsInvalid(uint256 limbs);
     /// @notice The operands' shapes do not make a product, or (i, j) is outside it.
     error OneStepShapeInvalid(uint256 i, uint256 j);
+    /// @notice The element tensors of one application do not fit together (operand
+    /// `operand` has another shape, or a size the operator cannot take).
+    error OneStepOperandsMismatch(uint256 operand);
 
     /// @notice A row-major float32 tensor (rows, cols) by its root.
     struct Tensor {
@@ -66,6 +69,26 @@ library OneStepGemm {
             uint256 pc = TensorMerkle.open(bias.root, bias.cols, j, 1, biasJ.chunks, biasJ.proof);
             out = Float32.add(out, load(pc));
         }
+    }
+
+    /// @notice Element `index` of tensor `t` (`rows · cols` elements), opened by `o`.
+    function openAt(Tensor calldata t, uint256 index, Opening calldata o) internal pure returns (uint32) {
+        return load(TensorMerkle.open(t.root, t.rows * t.cols, index, 1, o.chunks, o.proof));
+    }
+
+    /// @notice Revert OneStepOperandsMismatch(operand) unless `a` and `b` have one shape.
+    function sameShape(Tensor calldata a, Tensor calldata b, uint256 operand) internal pure {
+        if (a.rows != b.rows || a.cols != b.cols) revert OneStepOperandsMismatch(operand);
+    }
+
+    /// @notice Element `index` of two tensors of one shape, each opened.
+    function openPair(Tensor[2] calldata t, uint256 index, Opening[2] calldata o)
+        internal
+        pure
+        returns (uint32, uint32)
+    {
+        sameShape(t[0], t[1], 1);
+        return (openAt(t[0], index, o[0]), openAt(t[1], index, o[1]));
     }
 
     /// @notice Significant bits of a quantised operand: 7 · limbs - 1 (13 or 20).

@@ -4,5 +4,13 @@ opened. A leaf package: it imports nothing from ``truetrain.training``; the engi
 and the on-chain one-step verifier (contracts/numerics/) are checked against it bit for bit.
 
 * :mod:`.gemm_element`: one element of the linear product (quantise, exact sum, round, bias);
+* :mod:`.optim_element`: one element of the Adam(W) / SGD updates and of the aggregation
+  (FedAvg's mean, DiLoCo's outer step);
+* :mod:`.elementwise`: ReLU and its mask, broadcast add, permute, the embedding's gather,
+  dropout's counter-based mask;
+* :mod:`.special`: the erf table (read by the engine), erf64, exp64, sqrt64, GELU and its
+  gradient;
+* :mod:`.layernorm`: LayerNorm's forward and backward from whole rows (``tree_sum``);
+* :mod:`.ieee`: float32 / float64 arithmetic on bit patterns, NaN canonical;
 * :mod:`.tensor_merkle`: tensor roots in the canonical layout and range proofs.
 """

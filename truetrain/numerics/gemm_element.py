@@ -21,9 +21,8 @@ NaN results are the canonical 0x7FC00000 (a committed tensor holds no other NaN)
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import NumericsError
+from .ieee import add32
 
 NAN32 = 0x7FC00000
 SIGN32 = 0x80000000
@@ -68,13 +67,6 @@ def round_float32(s: int, exp: int) -> int:
     if top > 127:
         return sign | 0x7F800000
     return sign | (((quantum + 149) << 23) + kept)  # a carry into field 255 is inf's pattern
-
-
-def add32(a: int, b: int) -> int:
-    """float32 ``a + b`` on bit patterns (numpy's IEEE addition), NaN canonical."""
-    r = (np.array([a], np.uint32).view(np.float32) + np.array([b], np.uint32).view(np.float32)).view(np.uint32)
-    r = int(r[0])
-    return NAN32 if (r & 0x7FFFFFFF) > 0x7F800000 else r
 
 
 def linear_element(row_a: list[int], row_b: list[int], limbs: int, bias: int | None = None) -> int:

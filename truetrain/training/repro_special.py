@@ -8,8 +8,9 @@ repro mode builds them from correctly rounded + - * / and its own :func:`exp64`:
 * :func:`erf64`: a table route. ``|x|`` is rounded to the nearest ``a = i/16`` (``i`` up to
   96; ``|x| >= 6`` gives 1) and ``erf(a + h)`` (``|h| <= 1/32``) is the Taylor polynomial
   of degree 7 around ``a`` (absolute error below 1e-14), whose coefficients ``erf(a)`` and
-  ``2/sqrt(pi) e^(-a^2) (-1)^(k-1) H_(k-1)(a) / k!`` are computed once at import in
-  :mod:`decimal` arithmetic (software, correctly rounded: the same table on every machine).
+  ``2/sqrt(pi) e^(-a^2) (-1)^(k-1) H_(k-1)(a) / k!`` are computed once in :mod:`decimal`
+  arithmetic (software, correctly rounded: the same table on every machine) by the
+  reference, truetrain/numerics/special.py.
 
 Both are within 1 float32 ulp of the exact value after rounding to float32 (tested), and
 give the same bits on any device because every operation is elementwise and exact-rounded.
@@ -18,11 +19,11 @@ give the same bits on any device because every operation is elementwise and exac
 from __future__ import annotations
 
 import math
-from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import torch
 
+from ..numerics.special import ERF_DEGREE, ERF_STEP, erf_table
 from .repro_ops import F32, F64, exp64
 
 # --- tanh ------------------------------------------------------------------------------
@@ -70,54 +71,11 @@ def tanh_f32(x: torch.Tensor) -> torch.Tensor:
 
 # --- erf -------------------------------------------------------------------------------
 
-_ERF_STEP = 16  # grid points per unit
-_ERF_POINTS = 6 * _ERF_STEP + 1  # a = 0, 1/16, ..., 6
-_ERF_DEGREE = 7  # |h| <= 1/32: within 1e-14 of erf everywhere (degree 12 was exact to 2e-16)
+_ERF_STEP = ERF_STEP  # grid points per unit
+_ERF_DEGREE = ERF_DEGREE  # |h| <= 1/32: within 1e-14 of erf everywhere (degree 12 was exact to 2e-16)
 
 
-def _erf_table() -> torch.Tensor:
-    """(points, degree + 1) float64: row i holds erf(a) and the Taylor coefficients at a = i/16."""
-    rows = []
-    with localcontext() as ctx:
-        ctx.prec = 50
-        two_over_sqrt_pi = 2 / _pi_decimal().sqrt()
-        for i in range(_ERF_POINTS):
-            a = Decimal(i) / _ERF_STEP
-            g = two_over_sqrt_pi * (-a * a).exp()
-            # erf(a) = 2/sqrt(pi) e^(-a^2) sum_n (2a^2)^n a / (2n+1)!! (positive terms)
-            term, total, n = a, Decimal(0), 0
-            while term > Decimal(10) ** -45 or n < 2:
-                total += term
-                n += 1
-                term = term * 2 * a * a / (2 * n + 1)
-            row = [g * total]
-            h_prev, h = Decimal(1), 2 * a  # Hermite H_0, H_1
-            hermite = [h_prev, h]
-            for k in range(2, _ERF_DEGREE):
-                hermite.append(2 * a * hermite[k - 1] - 2 * (k - 1) * hermite[k - 2])
-            fact = Decimal(1)
-            for k in range(1, _ERF_DEGREE + 1):
-                fact *= k
-                row.append(g * (-1) ** (k - 1) * hermite[k - 1] / fact)
-            rows.append([float(v) for v in row])
-    return torch.tensor(rows, dtype=F64)
-
-
-def _pi_decimal() -> Decimal:
-    """pi to the context precision (Machin's formula, exact decimal arithmetic)."""
-    def arctan_inv(n: int) -> Decimal:
-        x, n2, total, k, sign = Decimal(1) / n, n * n, Decimal(0), 0, 1
-        power = x
-        while power > Decimal(10) ** -55:
-            total += sign * power / (2 * k + 1)
-            power /= n2
-            k += 1
-            sign = -sign
-        return total
-    return 4 * (4 * arctan_inv(5) - arctan_inv(239))
-
-
-_ERF_TABLE = _erf_table()
+_ERF_TABLE = torch.tensor(erf_table(), dtype=F64)  # (points, degree + 1): erf(a) and its Taylor coefficients
 _tables: dict[str, torch.Tensor] = {}
 
 
