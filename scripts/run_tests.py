@@ -142,6 +142,14 @@ def main(argv: list[str]) -> int:
         if subprocess.call(step, cwd=ROOT, stdout=subprocess.DEVNULL):
             print(f"{' '.join(step[:2])} failed", file=sys.stderr)
             return 1
+    # Build the exact C kernels once, on an idle machine: eight lanes compiling them at once
+    # under load ran past the compiler's time limit, and each process then fell back to the
+    # torch ops (same bits, more memory: the LM step's memory bound failed at 974 MiB).
+    kernels = subprocess.run([sys.executable, "-c", "from truetrain.training import native; print(native.ready())"],
+                             cwd=ROOT, capture_output=True, text=True)
+    if kernels.stdout.strip() != "True":
+        print(f"the exact C kernels did not build: {kernels.stderr.strip()[-500:]}", file=sys.stderr)
+        return 1
     lanes = modules(LANES)
     out = Path(tempfile.mkdtemp(prefix="tt-lanes-"))
     started = time.monotonic()
