@@ -43,13 +43,8 @@ from truetrain.training import build_manifest, publish_dataset, run_task  # noqa
 
 TOKEN = 10**18
 SUBMITTER = 1
-#: Windows in blocks of BLOCK_TIME_S (interval mining: N blocks last N × BLOCK_TIME_S whatever
-#: the traffic). A digits task of 20 steps replays in a few hundredths of a second; what an
-#: honest party must survive here is 23 daemons sharing 2 cores, so the accept window (which a
-#: failing worker waits out) is 20 s and the compute and challenge windows 15 s each.
-BLOCK_TIME_S = 0.25
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=80, compute_window=60, reveal_window=120, challenge_window=60, audit_rate_bps=1_000)
+                 accept_window=30, compute_window=90, reveal_window=60, challenge_window=90, audit_rate_bps=1_000)
 
 
 @dataclass(frozen=True)
@@ -72,12 +67,12 @@ QUICK = Shape(workers=6, verifiers=2, jobs=2, shards=3, rounds=2)
 
 
 class Devnet:
-    """Anvil (a block every BLOCK_TIME_S, transactions wait for it) behind the counting proxy, an
+    """Anvil (a block every 0.5 s and on every transaction) behind the counting proxy, an
     IPFS dev node, the contracts, funded accounts 1..N."""
 
     def __init__(self, home: Path, accounts: int, drop_every: int):
         self.home = home
-        self.anvil = start_anvil(free_port(), accounts=accounts, block_time=BLOCK_TIME_S,
+        self.anvil = start_anvil(free_port(), accounts=accounts, block_time=0.5, mixed_mining=True,
                                  log_path=home / "anvil.log")
         self.proxy = FlakyRpcProxy(self.anvil.url, every=drop_every).__enter__()
         self.node = start_devnode(home / "ipfs", free_port())
