@@ -29,7 +29,8 @@ def test_demo_trains_pays_everyone_conserves_tokens_and_leaves_the_explorer_unti
         text = out.stdout
         assert len(re.findall(r"finalized: 10\.00 TRAIN to worker-\d", text)) == 12  # (3 shards + 1) x 3 rounds
         # the windows sized from a replay timed on this machine, at least the 4 s floor
-        sized = re.search(r"a task replays here in [\d.]+ s: compute and challenge windows (\d+) blocks", text)
+        sized = re.search(r"a task replays here in [\d.]+ s \(machine load [\d.]+ a core\): compute and challenge "
+                          r"windows (\d+) blocks", text)
         assert sized and int(sized.group(1)) >= 16, text[:3000]
         accuracy = float(re.search(r"job 1 completed [\d.]+ s after its submission: .* held-out accuracy (\d+\.\d)%",
                                    text).group(1))

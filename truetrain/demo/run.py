@@ -19,7 +19,7 @@ from truetrain.chain.handles import connect_deployment
 from truetrain.cli_options import TOKEN, format_tokens
 from truetrain.demo.processes import start_daemon, wait_for_log
 from truetrain.demo.progress import Progress
-from truetrain.demo.windows import time_replay, window_blocks
+from truetrain.demo.windows import machine_load, time_replay, window_blocks
 from truetrain.demo.report import balances, print_flows, token_flows
 from truetrain.devnet import FUNDED_ACCOUNTS, devnet_down, devnet_explorer, devnet_up
 from truetrain.errors import TruetrainError
@@ -129,11 +129,11 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
                       f"MLP 64-128-10, {ROUNDS} rounds of 60 SGD steps a shard, repro numerics")
             manifest = demo_manifest(store, model, stages)
             if stages == 1:
-                sizing = window_blocks(time_replay(manifest, store))
+                sizing = window_blocks(time_replay(manifest, store), machine_load())
                 terms = replace(terms, compute_window=sizing.blocks, challenge_window=sizing.blocks)
-                print(f"      a task replays here in {sizing.replay_s:.2f} s: compute and challenge windows "
-                      f"{sizing.blocks} blocks ({sizing.window_s:.1f} s), time for a verifier to replay and "
-                      "challenge")
+                print(f"      a task replays here in {sizing.replay_s:.2f} s (machine load {sizing.load:.1f} a core): "
+                      f"compute and challenge windows {sizing.blocks} blocks ({sizing.window_s:.1f} s), time for a "
+                      "verifier to replay and challenge")
             cid = publish_manifest(store, manifest)
             ensure_registered(contracts, store, submitter, ROLE_SUBMITTER)
             job_id, escrow = create_job(contracts, submitter, manifest, cid, terms)

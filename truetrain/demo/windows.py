@@ -9,7 +9,10 @@ workers and the verifier are about to share it), and gives a verifier
     ``OVERHEAD_S`` (a poll, the fetches from the local node, the challenge's block)
     + ``MARGIN`` × the replay (three workers and a verifier replay at once on 2 cores)
 
-with ``FLOOR_S`` at least, converted to the devnet's blocks (a block every
+with ``FLOOR_S`` at least, all times the machine's load (the run queue per core over the
+last minute, at least 1: a daemon's poll, its fetches and its transactions slow down with
+everything else running, and a small model's replay is too short to show it), converted to
+the devnet's blocks (a block every
 ``BLOCK_TIME_S``, only on the interval: transactions wait for the next block, so N blocks
 last N × BLOCK_TIME_S whatever the traffic). The compute window is the same length: the
 contracts want it no longer than the challenge window (a verifier gets as long to replay as
@@ -19,6 +22,7 @@ the worker had to train), and an honest worker needs the same replay's time plus
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -36,15 +40,22 @@ FLOOR_S = 4.0
 @dataclass(frozen=True)
 class WindowSizing:
     replay_s: float
+    load: float
     window_s: float
     blocks: int
 
 
-def window_blocks(replay_s: float, block_time_s: float = BLOCK_TIME_S) -> WindowSizing:
-    """The compute and challenge window for a task whose replay takes ``replay_s`` seconds."""
-    seconds = max(FLOOR_S, OVERHEAD_S + MARGIN * replay_s)
+def window_blocks(replay_s: float, load: float = 1.0, block_time_s: float = BLOCK_TIME_S) -> WindowSizing:
+    """The compute and challenge window for a task whose replay takes ``replay_s`` seconds on
+    a machine whose run queue holds ``load`` processes a core."""
+    seconds = max(FLOOR_S, OVERHEAD_S + MARGIN * replay_s) * max(1.0, load)
     blocks = math.ceil(seconds / block_time_s)
-    return WindowSizing(replay_s, blocks * block_time_s, blocks)
+    return WindowSizing(replay_s, max(1.0, load), blocks * block_time_s, blocks)
+
+
+def machine_load() -> float:
+    """Runnable processes a core over the last minute."""
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
 
 
 def time_replay(manifest, store) -> float:
