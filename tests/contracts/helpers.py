@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from brownie import chain
+from brownie import chain, web3
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 from hypothesis import HealthCheck, settings
@@ -21,6 +21,17 @@ def fixed_draws(**limits) -> settings:
     fixed = os.environ.get("TT_HYPOTHESIS_EXPLORE") != "1"
     extra = {"derandomize": True, "database": None} if fixed else {}
     return settings(deadline=None, suppress_health_check=list(HealthCheck), **extra, **limits)
+
+
+#: EIP-170's limit on deployed code; every contract keeps at least 10 % of it free.
+CONTRACT_LIMIT = 24_576
+
+
+def assert_headroom(contract) -> int:
+    """Assert the deployed code of ``contract`` keeps >= 10 % of EIP-170's limit free; its size."""
+    size = len(web3.eth.get_code(contract.address))
+    assert size <= CONTRACT_LIMIT * 0.9, size
+    return size
 
 
 def dev_key(index: int) -> str:

@@ -7,19 +7,16 @@ the same comparison over a million cases (scripts/float_fuzz.py)."""
 from __future__ import annotations
 
 import brownie
-from brownie import web3
 import numpy as np
 import pytest
 import torch
 
+from tests.contracts.helpers import assert_headroom
 from tests.contracts.float_cases import F32, F64, OP_CODES, OPS, check, random_ints
 from truetrain.training.intgemm import _to_float64_odd
 
 CASES = 2_000
 BATCH = 500
-CONTRACT_LIMIT = 24_576
-
-
 @pytest.fixture(scope="module")
 def harness(FloatHarness, accounts):
     return FloatHarness.deploy({"from": accounts[0]})
@@ -77,5 +74,4 @@ def test_unknownOp_reverts(harness):
 
 def test_harness_keepsBytecodeHeadroom(harness):
     """The harness holds every function of both libraries: it stays 10 % under the limit."""
-    size = len(web3.eth.get_code(harness.address))
-    assert size <= 0.9 * CONTRACT_LIMIT, size
+    assert_headroom(harness)

@@ -8,19 +8,16 @@ opened against their tensors' roots (TensorMerkle), and the custom errors."""
 from __future__ import annotations
 
 import brownie
-from brownie import web3
 import numpy as np
 import pytest
 import torch
 
+from tests.contracts.helpers import assert_headroom
 from tests.contracts.elementwise_cases import KINDS, check, floats
 from tests.contracts.onestep_kinds import assert_kind_matches, descriptor as _desc, opening as _open, tensor_of as _t
 from truetrain.numerics import elementwise as ref
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.training.ops.dropout import dropout
-
-CONTRACT_LIMIT = 24_576
-
 
 @pytest.fixture(scope="module")
 def harness(OneStepElementwiseHarness, accounts):
@@ -111,5 +108,4 @@ def test_badOperands_revertWithTheirErrors(harness):
 
 
 def test_harness_keepsBytecodeHeadroom(harness):
-    size = len(web3.eth.get_code(harness.address))
-    assert size <= CONTRACT_LIMIT * 0.9, size
+    assert_headroom(harness)

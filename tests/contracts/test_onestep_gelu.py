@@ -7,19 +7,16 @@ single elements opened against their roots, the custom error, the headroom."""
 from __future__ import annotations
 
 import brownie
-from brownie import web3
 import numpy as np
 import pytest
 import torch
 
+from tests.contracts.helpers import assert_headroom
 from tests.contracts.gelu_cases import KINDS, check, inputs32
 from tests.contracts.onestep_kinds import assert_kind_matches, opening as _open, tensor_of as _t
 from truetrain.numerics import special
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.training.ops.elementwise import gelu_backward, gelu_forward
-
-CONTRACT_LIMIT = 24_576
-
 
 @pytest.fixture(scope="module")
 def harness(OneStepGeluHarness, accounts):
@@ -53,5 +50,4 @@ def test_geluElements_opened_matchEngine(harness):
 
 
 def test_harness_keepsBytecodeHeadroom(harness):
-    size = len(web3.eth.get_code(harness.address))
-    assert size <= CONTRACT_LIMIT * 0.9, size
+    assert_headroom(harness)

@@ -9,15 +9,14 @@ roots by range proofs (TensorMerkle), and the custom errors of openings that do 
 from __future__ import annotations
 
 import brownie
-from brownie import web3
 import numpy as np
 import pytest
 import torch
 
+from tests.contracts.helpers import assert_headroom
 from tests.contracts.onestep_cases import cases, check, product
 from truetrain.numerics.tensor_merkle import CHUNK, TensorTree, canonical_bits, range_root
 
-CONTRACT_LIMIT = 24_576
 # (contraction length, cases): 2,016 in all; K = 1024 is the default LM's longest (the FFN's
 # down-projection, and the weight gradients' sums over 8 x 128 tokens)
 PLAN = [(1, 160), (3, 160), (7, 160), (64, 320), (100, 160), (128, 320), (256, 384), (1024, 352)]
@@ -164,5 +163,4 @@ def test_badLimbsAndShapes_revert(harness):
 
 
 def test_harness_keepsBytecodeHeadroom(harness):
-    size = len(web3.eth.get_code(harness.address))
-    assert size <= CONTRACT_LIMIT * 0.9, size
+    assert_headroom(harness)

@@ -8,18 +8,17 @@ shift by one or whole), the custom errors, the headroom."""
 from __future__ import annotations
 
 import brownie
-from brownie import web3
 import numpy as np
 import pytest
 import torch
 
+from tests.contracts.helpers import assert_headroom
 from tests.contracts.layernorm_cases import check, rows
 from tests.contracts.onestep_kinds import assert_kind_matches, opening as _open
 from truetrain.numerics.ieee import bits32
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.training.ops.elementwise import ln_backward, ln_forward
 
-CONTRACT_LIMIT = 24_576
 LN_EPS = int(np.float64(1e-5).view(np.uint64))
 
 
@@ -70,4 +69,4 @@ def test_layerNormElement_opensRow_matchesEngine(OneStepLayerNormHarness, accoun
                                                             _open(tb, 0)])
     with brownie.reverts("OneStepHarnessBatchMalformed: 8, 3"):
         harness.layerNormRows.call(LN_EPS, 3, b"\x00" * 8, b"\x00" * 12, b"\x00" * 12)
-    assert len(web3.eth.get_code(harness.address)) <= CONTRACT_LIMIT * 0.9
+    assert_headroom(harness)

@@ -8,18 +8,17 @@ elements opened against their tensors' roots (TensorMerkle), and the custom erro
 from __future__ import annotations
 
 import brownie
-from brownie import web3
 import numpy as np
 import pytest
 import torch
 
+from tests.contracts.helpers import assert_headroom
 from tests.contracts.onestep_kinds import assert_kind_matches, descriptor, opening, tensor_of as _t
 from tests.contracts.optim_cases import adam_case, aggregate_case, check, f32, sgd_case
 from truetrain.numerics.optim_element import (AdamScalars, OuterScalars, SgdScalars, adam_element,
                                               aggregate_element, sgd_element)
 from truetrain.numerics.tensor_merkle import TensorTree
 
-CONTRACT_LIMIT = 24_576
 # (kind, elements a case): 2,048 elements a kind; an aggregation case is a whole small MLP
 # (8 x 15 weights and 8 biases) of 1 to 8 workers
 PLAN = [("adam", 64), ("sgd", 64), ("aggregate", 128)]
@@ -131,5 +130,4 @@ def test_badOperands_revertWithTheirErrors(harness):
 
 
 def test_harness_keepsBytecodeHeadroom(harness):
-    size = len(web3.eth.get_code(harness.address))
-    assert size <= CONTRACT_LIMIT * 0.9, size
+    assert_headroom(harness)
