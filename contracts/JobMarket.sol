@@ -289,8 +289,13 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         t.status = TaskStatus.Revealed;
         if (index == j.shards) _s.revealedCheckpointCid[jobId] = resultCid;
         emit ResultRevealed(id, msg.sender, root, resultCid);
+        // Its compute is over: its pool slot is free for new work, its collateral stays
+        // locked while the result stands for its window (IWorkerPool.unlock ends it).
+        pool.freeSlot(msg.sender);
         if (flags & FLAG_AUDITOR == 0) TaskFlow.openWindow(t, id, j.challengeWindow);
         else if (flags & FLAG_AUDIT_REVEALED != 0) _compare(t, id, j);
+        // The aggregation task is drawn on revealed results, while their windows run.
+        if (index != j.shards) TaskFlow.shardRevealed(_deps(), j, jobId);
     }
 
     /// @inheritdoc IJobMarket
@@ -321,6 +326,10 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         if (TaskFlow.isStage(j, id)) {
             uint256 waiting = JobBook.stageBlocker(_s, id, j.stages);
             if (waiting != 0) revert TaskStageGroupUnsettled(id, waiting);
+        }
+        // INVARIANT: an aggregation task is paid only once every shard of its round is.
+        if (uint32(id) == j.shards && j.finalizedInRound != j.shards) {
+            revert TaskAggregationInputsUnsettled(id, j.finalizedInRound, j.shards);
         }
         _finalize(t, id);
     }
@@ -519,7 +528,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         // INVARIANT: a disputed task's reward, audit fee and both collaterals stay locked.
         t.status = TaskStatus.Disputed;
         emit TaskDisputed(id, t.worker, t.auditor, t.result, t.audit);
-        pool.release(t.worker, 0);
+        // (The worker's slot was freed at its reveal.)
         pool.release(t.auditor, 0);
     }
 
@@ -528,11 +537,13 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         JobRecord storage j = _s.jobs[jobId];
         address worker = t.worker;
         bool audited = t.flags & FLAG_AUDITOR != 0;
+        // An aggregation that won its audit's game holds nothing any more (TaskFlow.FLAG_RELEASED).
+        bool holds = t.flags & TaskFlow.FLAG_RELEASED == 0 || uint32(id) != j.shards;
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = TaskStatus.Finalized;
         TaskFlow.pay(_s, _deps(), j, jobId, t, id, audited);
         if (worker != j.submitter) registry.recordTaskCompleted(worker, j.computePerTask);
-        pool.release(worker, j.workerCollateral);
+        if (holds) pool.unlock(worker, j.workerCollateral);
         if (audited) pool.release(t.auditor, auditorCollateral);
     }
 }

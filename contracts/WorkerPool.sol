@@ -210,6 +210,26 @@ contract WorkerPool is AccessControl, IWorkerPool {
     }
 
     /// @inheritdoc IWorkerPool
+    function freeSlot(address account) external onlyRole(MARKET_ROLE) {
+        Member storage m = _members[account];
+        uint16 active = m.active;
+        // INVARIANT: active counts exactly the assignments not yet released.
+        if (active == 0) revert PoolNoActiveTask(account);
+        m.active = active - 1;
+        emit MemberReleased(account, 0, active - 1);
+        // Below its limit the member kept its tree weight when it was assigned (`assign`);
+        // one out of the worker tree (at its limit, or not drawable for another reason, which
+        // the refresh keeps) gets its weight recomputed.
+        if (_workers.weightOf(account) == 0) _refresh(account, false);
+    }
+
+    /// @inheritdoc IWorkerPool
+    function unlock(address account, uint256 amount) external onlyRole(MARKET_ROLE) {
+        if (amount != 0) stakeManager.unlockCollateral(account, amount);
+        _refresh(account, false);
+    }
+
+    /// @inheritdoc IWorkerPool
     function isEligible(address account, Requirements calldata req, bool verifier) external view returns (bool ok) {
         ok = _eligible(account, req, verifier).ok;
     }

@@ -159,7 +159,7 @@ class WorkerDaemon(Daemon):
             self.drop_space(entry.task_id)
             log.info("task finalized: paid", extra=ident)
             return
-        if not task.is_worker(self.address) or task.status in (TaskStatus.PENDING, TaskStatus.CLOSED):
+        if not task.is_worker(self.address) or task.status in (TaskStatus.NONE, TaskStatus.PENDING, TaskStatus.CLOSED):
             self.book.close_entry(entry.task_id, WORK, "lost", f"task is {task.status.name} with {task.worker}")
             self.reader.release(entry.task_id)
             self.abandoned.add(entry.task_id)

@@ -8,9 +8,14 @@ pragma solidity ^0.8.28;
 /// checkpoint (the aggregation task's revealed result CID and root). A task id is the pure
 /// function `jobId << 64 | round << 32 | index` (TaskIds). No call loops over tasks or
 /// workers: a task's state is created when it is first drawn, rounds advance by counters,
-/// and tasks sent back (timeouts, lost disputes) wait in a per-job pending queue that is
-/// drawn first, never for the worker that failed them (a Pending task's `worker` is that
-/// worker).
+/// and training tasks sent back (timeouts, lost disputes) wait in a per-job pending queue
+/// that is drawn first, never for the worker that failed them (a Pending task's `worker` is
+/// that worker). The aggregation task is drawn as soon as every shard task of its round has
+/// revealed its result (it computes while their challenge windows run) and paid only once
+/// every one is finalized; a revealed shard result that is discarded afterwards (its
+/// dispute lost) sends a drawn aggregation back undrawn, unpaid and unpenalised
+/// (`AggregationReset`). An aggregation task is never queued: sent back, it is undrawn
+/// again (`TaskRequeued`), its failed worker kept in `worker` and excluded from the redraw.
 ///
 /// Task life: Pending ─draw─▶ Offered ─accept─▶ Running ─commit─▶ Committed
 /// (on an audited job the commit gets a ticket: the hash of a block after it decides the
@@ -23,7 +28,8 @@ pragma solidity ^0.8.28;
 /// DisputeGame, which reads `disputeTerms`). The game settles stakes itself and then calls
 /// `resolveDispute`, which only moves the task: a worker that lost has its task sent back
 /// to be drawn for another worker; a worker that won an audit dispute is paid (without the
-/// audit fee), and one that won against a challenger gets its challenge window back with
+/// audit fee; an aggregation task whose shards are not all finalized yet waits for them
+/// in a challenge window already over), and one that won against a challenger gets its challenge window back with
 /// the blocks it had left. Every deadline has
 /// a permissionless `timeoutTask` that moves the task on and penalises who was late. On a
 /// cancelled or expired job nothing new is drawn: unspent escrow is refunded at once, tasks
@@ -103,7 +109,9 @@ interface IJobMarket {
     /// part of it that is already free (audit fees of tasks finalized without an audit),
     /// refunded by `refundSurplus` and automatically at completion, cancel and expiry (a task finalized after its job stopped refunds its unused fee at once). `nextIndex` is the next index of the current round to give
     /// an id to (`shards` = the aggregation task, `shards + 1` = all drawn);
-    /// `finalizedInRound` counts finalized shard tasks of the current round.
+    /// `finalizedInRound` counts finalized shard tasks of the current round, `revealedInRound`
+    /// those whose result of their current attempt is revealed (the round's aggregation task
+    /// is drawn once every one is, and paid once every one is finalized).
     struct Job {
         address submitter;
         JobStatus status;
@@ -135,6 +143,7 @@ interface IJobMarket {
         uint32 minFetchKiBps;
         uint32 maxRpcRttMs;
         uint8 stages;
+        uint32 revealedInRound;
     }
 
     /// @notice A task as stored. `deadline` is the block the current phase ends (accept,
@@ -200,7 +209,8 @@ interface IJobMarket {
     error JobSubmitterNotRegistered(address account);
     /// @notice The job's escrow does not fit 128 bits.
     error JobEscrowTooLarge(uint256 escrow);
-    /// @notice Shard count and rounds must both be ≥ 1.
+    /// @notice Shard count and rounds must both be ≥ 1, and shards ≤ 65,535 (a round's
+    /// counters are 16 bits).
     error JobInvalidShape(uint32 shards, uint32 rounds);
     /// @notice A training task must commit to at least 1 checkpoint.
     error JobInvalidCheckpointLeaves(uint16 checkpointLeaves);
@@ -264,6 +274,10 @@ interface IJobMarket {
     /// @notice Stage task `taskId` waits for stage task `siblingId` of its group: a group's
     /// stages are paid together, once every one is past its challenge window.
     error TaskStageGroupUnsettled(uint256 taskId, uint256 siblingId);
+    /// @notice Aggregation task `taskId` is paid only once every shard task of its round is
+    /// finalized (`finalized` of `shards` are): a shard still in its window or its dispute
+    /// may yet be sent back, which resets the aggregation.
+    error TaskAggregationInputsUnsettled(uint256 taskId, uint32 finalized, uint32 shards);
     /// @notice The task is not Disputed.
     error TaskNotDisputed(uint256 taskId);
     /// @notice Only the task's worker may do this.
@@ -372,6 +386,13 @@ interface IJobMarket {
     /// a stopped job, `taskId` was closed after its challenge window because stage
     /// `causeTaskId` of its group will never run (`TaskClosed` follows).
     event StageReset(uint256 indexed taskId, uint256 indexed causeTaskId);
+    /// @notice Aggregation task `taskId`, drawn once every shard of its round was revealed,
+    /// went back undrawn through no fault of its worker: shard task `causeTaskId`'s revealed
+    /// result was discarded (its dispute lost or voided, its stage group sent back), so the
+    /// aggregation's inputs change. Its worker and auditor get their whole collateral and pool
+    /// slots back and nobody is paid; it is drawn again once every shard is revealed again
+    /// (`causeTaskId == taskId`: it won its own dispute after that happened).
+    event AggregationReset(uint256 indexed taskId, uint256 indexed causeTaskId);
     /// @notice The worker of running stage task `taskId` reported it is blocked on another stage.
     event StageStalled(uint256 indexed taskId, address indexed worker);
     /// @notice A task of a cancelled or expired job was closed; its cost refunded (to its
@@ -496,6 +517,8 @@ interface IJobMarket {
 
     /// @notice Permissionless after the challenge window: pay the worker (and auditor),
     /// return collateral, record history, advance the round on an aggregation task.
+    /// Reverts `TaskAggregationInputsUnsettled` for an aggregation task while a shard task
+    /// of its round is not finalized.
     function finalize(uint256 taskId) external;
 
     /// @notice `finalize` for up to `MAX_BATCH` tasks; tasks not finalizable are skipped.

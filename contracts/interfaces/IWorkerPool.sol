@@ -90,7 +90,7 @@ interface IWorkerPool is IStakeListener {
     error PoolAlreadyJoined(address account);
     /// @notice The caller is not in the pool.
     error PoolNotJoined(address account);
-    /// @notice `release` for a member without active tasks (a market bookkeeping bug).
+    /// @notice `release` or `freeSlot` for a member without active tasks (a market bookkeeping bug).
     error PoolNoActiveTask(address account);
     /// @notice Constructor parameters out of range (zero liveness window or boost).
     error PoolInvalidConfig(uint64 livenessWindow, uint32 regionBoost);
@@ -166,6 +166,19 @@ interface IWorkerPool is IStakeListener {
     /// refresh its weights once; one `MemberReleased`. Reverts `PoolNoActiveTask` when
     /// `count` is 0 or above its active count.
     function releaseMany(address account, uint256 count, uint256 unlock) external;
+
+    /// @notice MARKET_ROLE only. `account`'s compute for a task is over (its worker
+    /// revealed): decrement its active count, keeping its collateral locked (the task still
+    /// stands for its window; `unlock` ends it). Its weights are recomputed only when its worker
+    /// weight is 0 (at its limit it left the trees; below it, `assign` left its weight as it
+    /// was). One `MemberReleased` (unlocked 0). Reverts `PoolNoActiveTask`.
+    function freeSlot(address account) external;
+
+    /// @notice MARKET_ROLE only. A task of `account` that holds no pool slot any more (the
+    /// market frees a worker's slot when it reveals: its compute is over, and it may take
+    /// new work while its result stands for its challenge window) ended: unlock `unlock`
+    /// tokens of its collateral and refresh its weights. Counts no task.
+    function unlock(address account, uint256 unlock) external;
 
     /// @notice The member `assign` would draw for `seed` and `req` in this block, without
     /// assigning it (no collateral locked, no task counted): the dispute game draws its

@@ -21,6 +21,9 @@ library JobBook {
     uint32 internal constant MAX_REVEAL_WINDOW_BLOCKS = 200;
     /// @notice See IJobMarket.MAX_CID_BYTES.
     uint256 internal constant MAX_CID_BYTES = 128;
+    /// @notice The most shard tasks a round may have: a round's counters are 16 bits
+    /// (`JobRecord.finalizedInRound`, `revealedInRound`).
+    uint32 internal constant MAX_SHARDS = type(uint16).max;
     /// @notice See IJobMarket.MAX_BATCH.
     uint256 internal constant MAX_BATCH = 32;
     /// @notice See IJobMarket.MAX_STAGES.
@@ -40,7 +43,7 @@ library JobBook {
         returns (uint256 jobId, uint256 escrow)
     {
         if (!d.registry.hasParticipantRole(msg.sender, ROLE_SUBMITTER)) revert IJobMarket.JobSubmitterNotRegistered(msg.sender);
-        if (p.shards == 0 || p.rounds == 0) revert IJobMarket.JobInvalidShape(p.shards, p.rounds);
+        if (p.shards == 0 || p.rounds == 0 || p.shards > MAX_SHARDS) revert IJobMarket.JobInvalidShape(p.shards, p.rounds);
         // INVARIANT: every phase gives an honest party time to act, the audit ticket stays
         // readable until the reveal deadline, and a third party can re-run a task and
         // challenge it inside the window.
@@ -157,6 +160,7 @@ library JobBook {
         job.minFetchKiBps = j.minFetchKiBps;
         job.maxRpcRttMs = j.maxRpcRttMs;
         job.stages = j.stages == 0 ? 1 : j.stages;
+        job.revealedInRound = j.revealedInRound;
     }
 
     /// @notice See IJobMarket.drawTask. Here rather than in JobMarket: a stage task's offer
@@ -259,7 +263,8 @@ library JobBook {
         for (uint256 k = 0; k < acc.count; ++k) {
             address account = acc.accounts[k];
             if (acc.completed[k] != 0) d.registry.recordTasksCompleted(account, uint32(acc.completed[k]), uint128(acc.compute[k]));
-            d.pool.releaseMany(account, acc.releases[k], acc.unlocks[k]);
+            if (acc.releases[k] != 0) d.pool.releaseMany(account, acc.releases[k], acc.unlocks[k]);
+            else if (acc.unlocks[k] != 0) d.pool.unlock(account, acc.unlocks[k]);
         }
     }
 
@@ -270,28 +275,37 @@ library JobBook {
         if (t.status != IJobMarket.TaskStatus.ChallengeWindow || block.number <= t.deadline) return false;
         uint256 jobId = TaskIds.jobOf(id);
         JobRecord storage j = s.jobs[jobId];
-        // A stage is paid with its group (TaskFlow.stageBlocker).
+        // A stage is paid with its group (TaskFlow.stageBlocker), an aggregation task once
+        // every shard of its round is finalized.
         if (TaskFlow.isStage(j, id) && TaskFlow.stageBlocker(s, id, j.stages) != 0) return false;
+        bool aggregation = uint32(id) == j.shards;
+        if (aggregation && j.finalizedInRound != j.shards) return false;
         address worker = t.worker;
         bool audited = t.flags & TaskFlow.FLAG_AUDITOR != 0;
+        // An aggregation that won its audit's game holds nothing any more (TaskFlow.FLAG_RELEASED).
+        bool holds = !aggregation || t.flags & TaskFlow.FLAG_RELEASED == 0;
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = IJobMarket.TaskStatus.Finalized;
         TaskFlow.pay(s, d, j, jobId, t, id, audited);
         // Reputation and compute grow only from work someone else paid for.
         bool record = worker != j.submitter;
-        _add(acc, worker, j.workerCollateral, record ? 1 : 0, record ? j.computePerTask : 0);
-        if (audited) _add(acc, t.auditor, d.auditorCollateral, 0, 0);
+        // (A worker's pool slot was freed at its reveal: its collateral only is unlocked.)
+        _add(acc, worker, 0, holds ? j.workerCollateral : 0, record ? 1 : 0, record ? j.computePerTask : 0);
+        if (audited) _add(acc, t.auditor, 1, d.auditorCollateral, 0, 0);
         return true;
     }
 
-    function _add(Settlement memory acc, address account, uint256 unlock, uint256 completed, uint256 compute) private pure {
+    function _add(Settlement memory acc, address account, uint256 slots, uint256 unlock, uint256 completed, uint256 compute)
+        private
+        pure
+    {
         uint256 k = 0;
         while (k < acc.count && acc.accounts[k] != account) ++k;
         if (k == acc.count) {
             acc.accounts[k] = account;
             acc.count = k + 1;
         }
-        acc.releases[k] += 1;
+        acc.releases[k] += slots;
         acc.unlocks[k] += unlock;
         acc.completed[k] += completed;
         acc.compute[k] += compute;

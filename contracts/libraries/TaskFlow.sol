@@ -41,11 +41,14 @@ struct JobRecord {
     // slot 1
     uint32 currentRound;
     uint32 nextIndex;
-    uint32 finalizedInRound;
+    /// @dev Shard tasks of the current round finalized, and revealed in their current attempt
+    /// (16 bits each: `JobBook.create` refuses more than MAX_SHARDS shards).
+    uint16 finalizedInRound;
+    uint16 revealedInRound;
     uint32 pendingCount;
     /// @dev The ticket block whose hash the job's next offers are drawn from
     /// (FutureRandomness), 0 when none is requested; cleared when the tasks it may draw
-    /// change (the aggregation task is unlocked, the round advances) and when it is used. It
+    /// change (the aggregation task is unlocked or sent back, the round advances) and when it is used. It
     /// shares the slot a draw writes anyway. A uint32 block number: `requestOffers` refuses a
     /// ticket past 2^32 (about 68 years of 0.5 s blocks) instead of wrapping.
     uint32 offerTicket;
@@ -121,6 +124,11 @@ library TaskFlow {
     /// @dev A running stage task whose worker reported it is blocked on another stage: its
     /// deadline passing costs it nothing (TaskRecovery.timeout).
     uint8 internal constant FLAG_STALLED = 128;
+    /// @dev The same bit on an aggregation task (never a stage, so never stalled): it won its
+    /// audit's game before its round's shards were all finalized and waits for them in a
+    /// challenge window already over; its worker holds no collateral any more (the game
+    /// unlocked it; its pool slot was freed at its reveal), so its finalize unlocks nothing.
+    uint8 internal constant FLAG_RELEASED = 128;
 
     /// @dev `drawNext` outcomes.
     uint8 internal constant DRAWN = 0;
@@ -326,7 +334,8 @@ library TaskFlow {
     /// never to the worker that failed them (kept in `worker` while Pending), and only those sent
     /// back by the ticket's block (a Pending task's `deadline` is the block it came back in): the
     /// first one sent back later, and all behind it, wait for the next ticket; then the round's
-    /// next shard; then its aggregation task, once every shard task of the round is finalized.
+    /// next shard; then its aggregation task, once every shard task of the round has revealed
+    /// its result (never for the worker that last failed it, kept in its `worker`).
     /// Changes nothing when it returns NOTHING_TO_DRAW, NO_ELIGIBLE_WORKER or WAIT_FOR_TICKET
     /// (nothing left for this ticket, but tasks sent back since wait for the next); a batch stops
     /// there and keeps what it drew.
@@ -354,12 +363,15 @@ library TaskFlow {
         }
         uint32 next = j.nextIndex;
         uint32 shards = j.shards;
-        // INVARIANT: the aggregation task is drawable only once every shard task of the round is finalized.
-        if (next > shards || (next == shards && j.finalizedInRound != shards)) {
+        // INVARIANT: the aggregation task is drawable only once every shard task of the round is revealed.
+        if (next > shards || (next == shards && j.revealedInRound != shards)) {
             return (id, pendingCount != 0 ? WAIT_FOR_TICKET : NOTHING_TO_DRAW);
         }
         id = TaskIds.encode(jobId, j.currentRound, next);
-        if (!offer(s, d, j, req, id, address(0), offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
+        // A shard is drawn once per round this way (never sent back here); the aggregation
+        // task may come back here, keeping the worker that failed it.
+        address exclude = next == shards ? s.tasks[id].worker : address(0);
+        if (!offer(s, d, j, req, id, exclude, offerSeed(base, id))) return (id, NO_ELIGIBLE_WORKER);
         j.nextIndex = next + 1;
     }
 
@@ -369,7 +381,17 @@ library TaskFlow {
         if (j.pendingCount != 0) return true;
         uint32 next = j.nextIndex;
         uint32 shards = j.shards;
-        return next < shards || (next == shards && j.finalizedInRound == shards);
+        return next < shards || (next == shards && j.revealedInRound == shards);
+    }
+
+    /// @dev Shard task `index` of job `j` revealed its result: once every shard of the round
+    /// has, the aggregation task becomes drawable, from a ticket asked for now. (Not while a
+    /// drawn aggregation still waits for its own game to end after an earlier reset: that
+    /// game's end sends it back, `sendBack`.)
+    function shardRevealed(MarketDeps memory d, JobRecord storage j, uint256 jobId) internal {
+        uint16 revealed = j.revealedInRound + 1;
+        j.revealedInRound = revealed;
+        if (revealed == j.shards && j.nextIndex == revealed) requestOffers(d, j, jobId);
     }
 
     function openWindow(IJobMarket.Task storage t, uint256 id, uint64 blocks) internal {
@@ -382,10 +404,19 @@ library TaskFlow {
     /// @dev A task whose worker failed (or that went back through no fault of its own): queue
     /// it as pending, where a later ticket's draw takes it (still excluding that
     /// worker, kept in `worker`); its `deadline` records the block it came back in, so that no
-    /// ticket whose hash was already public draws it. On a job that is no longer Active,
-    /// close and refund it instead.
-    function sendBack(MarketStore storage s, JobRecord storage j, uint256 jobId, uint256 id) internal {
+    /// ticket whose hash was already public draws it. An aggregation task is not queued: it is
+    /// undrawn again (`nextIndex`), drawable once every shard is revealed (then from a ticket
+    /// asked for after now). A shard whose result was revealed resets a drawn aggregation
+    /// (`_unreveal`). On a job that is no longer Active, close and refund it instead.
+    function sendBack(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
+        internal
+    {
         IJobMarket.Task storage t = s.tasks[id];
+        uint32 index = uint32(id);
+        uint32 shards = j.shards;
+        if (index < shards && t.status >= IJobMarket.TaskStatus.Revealed && t.status <= IJobMarket.TaskStatus.Disputed) {
+            _unreveal(s, d, j, jobId, id);
+        }
         if (j.status != IJobMarket.JobStatus.Active) {
             close(s, j, jobId, t, id);
             return;
@@ -394,11 +425,64 @@ library TaskFlow {
         t.auditor = address(0);
         t.result = bytes32(0);
         t.audit = bytes32(0);
-        t.status = IJobMarket.TaskStatus.Pending;
         t.deadline = uint64(block.number);
-        s.pending[jobId][uint256(j.pendingHead) + j.pendingCount] = id;
-        j.pendingCount += 1;
+        if (index == shards) {
+            t.status = IJobMarket.TaskStatus.None;
+            j.nextIndex = shards;
+            // Drawable again at once: not from a hash that was public before now.
+            if (j.revealedInRound == shards) j.offerTicket = 0;
+        } else {
+            t.status = IJobMarket.TaskStatus.Pending;
+            s.pending[jobId][uint256(j.pendingHead) + j.pendingCount] = id;
+            j.pendingCount += 1;
+        }
         emit IJobMarket.TaskRequeued(id, jobId);
+    }
+
+    /// @dev Shard task `id`'s revealed result is discarded. If the round's aggregation task
+    /// was drawn on it, the aggregation goes back undrawn, its worker and auditor losing
+    /// nothing (a drawn one in its own game is flagged: the game's end sends it back).
+    function _unreveal(MarketStore storage s, MarketDeps memory d, JobRecord storage j, uint256 jobId, uint256 id)
+        private
+    {
+        uint16 revealed = j.revealedInRound;
+        j.revealedInRound = revealed - 1;
+        uint32 shards = j.shards;
+        // Drawn on every shard's result (after an earlier reset it is flagged already).
+        if (revealed != shards || j.nextIndex != shards + 1) return;
+        uint256 agg = TaskIds.encode(jobId, j.currentRound, shards);
+        IJobMarket.Task storage a = s.tasks[agg];
+        // INVARIANT: an aggregation task is paid only on its round's final shard results.
+        if (a.status == IJobMarket.TaskStatus.Disputed) {
+            a.flags |= FLAG_GROUP_RESET;
+            return;
+        }
+        // Offered to ChallengeWindow: never Pending (not queued) nor Finalized (paid after
+        // every shard is finalized, and a finalized shard is never sent back).
+        releaseAggregation(d, j, a, agg, id);
+        sendBack(s, d, j, jobId, agg);
+    }
+
+    /// @dev Give task `t`'s worker its collateral `amount` back, and its pool slot while it
+    /// still holds one (before its reveal: JobMarket.revealResult frees it).
+    function returnCollateral(MarketDeps memory d, IJobMarket.Task storage t, uint256 amount) internal {
+        if (t.status >= IJobMarket.TaskStatus.Revealed) d.pool.unlock(t.worker, amount);
+        else d.pool.release(t.worker, amount);
+    }
+
+    /// @dev Aggregation task `id` (`t`) goes back through no fault of its worker (shard task
+    /// `cause`'s result was discarded): its worker's and auditor's collateral and pool slots
+    /// come back whole (what they still hold: none after a game on the audit, FLAG_RELEASED
+    /// set and FLAG_AUDITOR cleared by its end), and the redraw may pick its worker again.
+    function releaseAggregation(MarketDeps memory d, JobRecord storage j, IJobMarket.Task storage t, uint256 id, uint256 cause)
+        internal
+    {
+        uint8 flags = t.flags;
+        // INVARIANT: a reset aggregation's worker and auditor lose nothing.
+        if (flags & FLAG_RELEASED == 0) returnCollateral(d, t, j.workerCollateral);
+        if (flags & FLAG_AUDITOR != 0) d.pool.release(t.auditor, d.auditorCollateral);
+        t.worker = address(0);
+        emit IJobMarket.AggregationReset(id, cause);
     }
 
     function close(MarketStore storage s, JobRecord storage j, uint256 jobId, IJobMarket.Task storage t, uint256 id)
@@ -445,10 +529,8 @@ library TaskFlow {
 
         (, uint32 round, uint32 index) = TaskIds.decode(id);
         if (index < j.shards) {
-            uint32 finalized = j.finalizedInRound + 1;
-            j.finalizedInRound = finalized;
-            // The aggregation task is drawable from now on: from a ticket asked for now.
-            if (finalized == j.shards) _nextOffers(d, j, jobId);
+            // (The aggregation task became drawable when the last shard revealed.)
+            j.finalizedInRound += 1;
             return;
         }
         // The aggregation task's result is the next round's starting checkpoint; its tasks are
@@ -456,6 +538,7 @@ library TaskFlow {
         j.currentRound = round + 1;
         j.nextIndex = 0;
         j.finalizedInRound = 0;
+        j.revealedInRound = 0;
         j.checkpointHash = t.result;
         j.checkpointCid = s.revealedCheckpointCid[jobId];
         emit IJobMarket.RoundAdvanced(jobId, round + 1, j.checkpointCid, t.result);
@@ -467,7 +550,7 @@ library TaskFlow {
         _nextOffers(d, j, jobId);
     }
 
-    /// @dev New tasks became drawable (the aggregation task, a new round): on an Active job
+    /// @dev New tasks became drawable (a new round): on an Active job
     /// they get a ticket asked for now (not one asked before them), else none.
     function _nextOffers(MarketDeps memory d, JobRecord storage j, uint256 jobId) private {
         if (j.status == IJobMarket.JobStatus.Active) requestOffers(d, j, jobId);

@@ -82,7 +82,7 @@ library TaskRecovery {
             // A stage that never started leaves its group waiting (TaskFlow.alignStages); one
             // that ran may have sent messages its replacement will not: the group runs again.
             if (st != IJobMarket.TaskStatus.Offered) _resetGroup(s, d, j, jobId, id);
-            TaskFlow.sendBack(s, j, jobId, id);
+            TaskFlow.sendBack(s, d, j, jobId, id);
         }
     }
 
@@ -187,7 +187,7 @@ library TaskRecovery {
             ++n;
         }
         // Sent back with its worker kept: the redraw excludes the decliner.
-        if (n < MAX_DECLINES) TaskFlow.sendBack(s, j, jobId, id);
+        if (n < MAX_DECLINES) TaskFlow.sendBack(s, d, j, jobId, id);
         else _inputsUnavailable(s, d, j, jobId, id, by);
     }
 
@@ -256,10 +256,12 @@ library TaskRecovery {
                 return;
             }
             if (workerWon) {
-                // It stood, but its group was sent back meanwhile (another stage failed): its
-                // result is of no use without them; it goes back unpaid and unpenalised.
-                _releaseStage(s, d, j, id, id);
-                TaskFlow.sendBack(s, j, jobId, id);
+                // It stood, but its group was sent back meanwhile (another stage failed), or
+                // for an aggregation task a shard result it read was discarded: its result is
+                // of no use; it goes back unpaid and unpenalised.
+                if (TaskFlow.isStage(j, id)) _releaseStage(s, d, j, id, id);
+                else TaskFlow.releaseAggregation(d, j, t, id, id);
+                TaskFlow.sendBack(s, d, j, jobId, id);
                 return;
             }
             // Pool slots were held through the challenge. Lost: the game slashed the
@@ -268,15 +270,45 @@ library TaskRecovery {
             // group runs again: its other stages ran on this stage's messages.
             bool voided = verdict == 0;
             if (t.flags & TaskFlow.FLAG_GROUP_RESET == 0) _resetGroup(s, d, j, jobId, id); // else: reset already
-            d.pool.release(worker, voided ? j.workerCollateral : 0);
+            // (The worker's slot was freed at its reveal; the auditor's is held through the challenge.)
+            if (voided) d.pool.unlock(worker, j.workerCollateral);
             if (auditor != address(0)) d.pool.release(auditor, voided ? d.auditorCollateral : 0);
         } else if (workerWon) {
+            if (uint32(id) == j.shards && _aggregationWaits(s, d, j, t, id)) return;
             t.status = IJobMarket.TaskStatus.Finalized;
             TaskFlow.pay(s, d, j, jobId, t, id, false);
             TaskFlow.recordCompleted(d, j, worker);
             return;
         }
-        TaskFlow.sendBack(s, j, jobId, id);
+        TaskFlow.sendBack(s, d, j, jobId, id);
+    }
+
+    /// @dev Aggregation task `id` won the game on its audit, which released its worker's and
+    /// auditor's pool slots and stakes (FLAG_RELEASED; the auditor lost, so it is cleared
+    /// with FLAG_AUDITOR: no fee). It is paid only on its round's final shard results: if a shard
+    /// result it read was discarded meanwhile, it goes back unpaid (`AggregationReset`); if a
+    /// shard is not finalized yet, it waits for them in a challenge window already over
+    /// (nobody can challenge it, a finalize pays it once they are). True when it is not paid now.
+    function _aggregationWaits(
+        MarketStore storage s,
+        MarketDeps memory d,
+        JobRecord storage j,
+        IJobMarket.Task storage t,
+        uint256 id
+    ) private returns (bool) {
+        t.flags = (t.flags & ~TaskFlow.FLAG_AUDITOR) | TaskFlow.FLAG_RELEASED;
+        t.auditor = address(0);
+        if (t.flags & TaskFlow.FLAG_GROUP_RESET != 0) {
+            TaskFlow.releaseAggregation(d, j, t, id, id);
+            TaskFlow.sendBack(s, d, j, TaskIds.jobOf(id), id);
+            return true;
+        }
+        if (j.finalizedInRound == j.shards) return false;
+        uint64 over = uint64(block.number) - 1;
+        t.status = IJobMarket.TaskStatus.ChallengeWindow;
+        t.deadline = over;
+        emit IJobMarket.ChallengeWindowOpened(id, over);
+        return true;
     }
 
     /// @dev A running stage whose worker reported it blocked on another stage
@@ -299,7 +331,7 @@ library TaskRecovery {
         // The group it waited with runs again (a stage that said nothing is left to its own
         // timeout, and pays it).
         _resetGroup(s, d, j, jobId, id);
-        TaskFlow.sendBack(s, j, jobId, id);
+        TaskFlow.sendBack(s, d, j, jobId, id);
         return true;
     }
 
@@ -344,7 +376,7 @@ library TaskRecovery {
                 }
             }
             _releaseStage(s, d, j, sibling, id);
-            TaskFlow.sendBack(s, j, jobId, sibling);
+            TaskFlow.sendBack(s, d, j, jobId, sibling);
         }
     }
 
@@ -385,7 +417,7 @@ library TaskRecovery {
         emit IJobMarket.TaskTimedOut(id, worker, IJobMarket.TaskStatus.Running, taken);
         d.registry.recordTimeout(worker);
         d.pool.release(worker, collateral - taken);
-        TaskFlow.sendBack(s, j, jobId, id);
+        TaskFlow.sendBack(s, d, j, jobId, id);
     }
 
     /// @dev Stage task `id` goes back through no fault of its worker (cause `cause`): its
@@ -396,7 +428,7 @@ library TaskRecovery {
     {
         IJobMarket.Task storage t = s.tasks[id];
         // INVARIANT: a reset stage's worker loses nothing: its whole collateral comes back.
-        d.pool.release(t.worker, j.workerCollateral);
+        TaskFlow.returnCollateral(d, t, j.workerCollateral);
         t.worker = address(0);
         emit IJobMarket.StageReset(id, cause);
     }

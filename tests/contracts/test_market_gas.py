@@ -38,9 +38,12 @@ def test_gas_oneTaskLife_noAudit_oneCallEach_staysUnder400k(job_market, submitte
     gas["finalize"] = job_market.finalize(tid, {"from": w1}).gas_used
     total = sum(gas.values())
     print("task life gas:", gas, "total", total)
-    # Issue 3's bound for single calls (measured ~375-390k after the gas issue, ~388-407k
-    # before it): the gas issue's ≤ 250k is met per task in batches (next test).
-    assert total <= 400_000
+    # Issue 3's bound for single calls was 400k (measured ~375-390k after the gas issue).
+    # Issue 29 adds ~22k to the reveal, by design: the round's reveal counter (the aggregation
+    # is drawn once every shard is revealed, ~5k) and freeing the worker's pool slot there (its
+    # compute is over: it takes new work while its result stands, ~17k); the finalize lost
+    # ~4k (measured 409,828). The gas issue's ≤ 250k is met per task in batches (next test).
+    assert total <= 420_000
 
 
 def test_gas_oneTaskLife_inBatches_staysUnder250k(job_market, registry, stake_manager, token, pool, deployer, submitter, w1, market_isolation):

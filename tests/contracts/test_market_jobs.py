@@ -20,8 +20,10 @@ def test_createJob_invalidParams_revert(job_market, submitter, market_isolation)
         job_market.createJob(job_params(revealWindow=0), {"from": submitter})
     with brownie.reverts("JobInvalidExpiry: 1"):
         job_market.createJob(job_params(expiryBlock=1), {"from": submitter})
-    with brownie.reverts(f"JobEscrowTooLarge: {(2**32) * (2**32 - 1) * (2 * (2**96 - 1))}"):
-        job_market.createJob(job_params(shards=2**32 - 1, rounds=2**32 - 1, rewardPerTask=2**96 - 1, auditFee=2**96 - 1,
+    with brownie.reverts("JobInvalidShape: 65536, 2"):  # a round's counters are 16 bits
+        job_market.createJob(job_params(shards=2**16), {"from": submitter})
+    with brownie.reverts(f"JobEscrowTooLarge: {(2**16) * (2**32 - 1) * (2 * (2**96 - 1))}"):
+        job_market.createJob(job_params(shards=2**16 - 1, rounds=2**32 - 1, rewardPerTask=2**96 - 1, auditFee=2**96 - 1,
                                         workerCollateral=2**96 - 1), {"from": submitter})
     with brownie.reverts("JobInvalidAuditRate: 10001"):
         job_market.createJob(job_params(auditRateBps=10_001), {"from": submitter})

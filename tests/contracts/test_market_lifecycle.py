@@ -138,7 +138,8 @@ def test_finalizeMany_finalizesReadyTasks_andSkipsOthers(job_market, submitter, 
 def test_finalizeMany_settlesEachMemberOnce_asSingleFinalizesWould(job_market, registry, stake_manager, pool, submitter, w1, w2, market_isolation):
     """Two tasks of w1 and two of w2 (both at their limit of 2) in one batch: every task is
     paid, and each worker gets one history record (tasksDone and reputation as two single
-    records would leave them) and one pool release (collateral unlocked, active count 0)."""
+    records would leave them) and one collateral unlock (its pool slots were freed at its
+    reveals)."""
     pool.joinPool({"from": w2})
     job_id, _ = new_job(job_market, submitter, shards=8, acceptWindow=50, computeWindow=50, challengeWindow=50)
     rep = {w.address: registry.reputationOf(w) for w in (w1, w2)}
@@ -150,10 +151,14 @@ def test_finalizeMany_settlesEachMemberOnce_asSingleFinalizesWould(job_market, r
         job_market.acceptTask(tid, {"from": worker})
         job_market.commitResult(tid, commitment(tid, ROOT, CID, SALT, worker), {"from": worker})
         job_market.revealResult(tid, ROOT, CID, SALT, {"from": worker})
+    assert pool.memberOf(w1)[1] == pool.memberOf(w2)[1] == 0  # slots freed at the reveals
+    assert stake_manager.stakeOf(w1)[1] == stake_manager.stakeOf(w2)[1] == 2 * 20 * E
     chain.mine(51)
     tx = job_market.finalizeMany(ids, {"from": submitter})
     assert tx.return_value == 4 and len(tx.events["TaskFinalized"]) == 4
-    assert len(tx.events["MemberReleased"]) == 2 == len(tx.events["TaskCompletionRecorded"])
+    assert "MemberReleased" not in tx.events
+    assert [e["amount"] for e in tx.events["CollateralUnlocked"]] == [2 * 20 * E] * 2
+    assert len(tx.events["TaskCompletionRecorded"]) == 2
     for w in (w1.address, w2.address):
         model = rep[w]
         for _ in range(2):
@@ -211,7 +216,7 @@ def test_offers_areDrawnFromATicketAskedBefore(job_market, pool, submitter, w1, 
 def test_offers_aLapsedTicketIsAskedAgain_andNewTasksGetATicketOfTheirOwn(job_market, submitter, w1, market_isolation):
     """A ticket nobody drew from inside its epoch is asked for again by the next draw (which
     draws nothing); tasks that become drawable later (the aggregation task once the round's
-    shards are finalized, the next round's) get a ticket asked for when they do."""
+    shards are revealed, the next round's) get a ticket asked for when they do."""
     job_id, _ = new_job(job_market, submitter, shards=1, rounds=2)
     first = job_market.offerTicketOf(job_id)
     chain.mine(last_block(first) + 1 - chain.height)  # nobody drew inside the ticket's epoch
@@ -223,13 +228,13 @@ def test_offers_aLapsedTicketIsAskedAgain_andNewTasksGetATicketOfTheirOwn(job_ma
     shard = job_market.taskId(job_id, 0, 0)
     job_market.acceptTask(shard, {"from": w1})
     job_market.commitResult(shard, commitment(shard, ROOT, CID, SALT, w1), {"from": w1})
-    job_market.revealResult(shard, ROOT, CID, SALT, {"from": w1})
-    chain.mine(21)
-    tx = job_market.finalize(shard, {"from": w1})  # unlocks the aggregation task
+    tx = job_market.revealResult(shard, ROOT, CID, SALT, {"from": w1})  # unlocks the aggregation task
     assert tx.events["OffersRequested"]["ticket"] == ticket_for(tx.block_number) == job_market.offerTicketOf(job_id)
     agg = run_task(job_market, job_id, w1, finalize=False)
     assert agg == job_market.taskId(job_id, 0, 1)
     chain.mine(21)
+    tx = job_market.finalize(shard, {"from": w1})  # the last shard finalized asks for nothing
+    assert "OffersRequested" not in tx.events
     tx = job_market.finalize(agg, {"from": w1})  # the next round's tasks
     assert "RoundAdvanced" in tx.events and tx.events["OffersRequested"]["ticket"] == ticket_for(tx.block_number)
 

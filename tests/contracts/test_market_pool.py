@@ -62,6 +62,29 @@ def test_workerAtConcurrencyLimit_leavesTreeUntilTaskEnds(job_market, pool, subm
     assert pool.memberOf(w1)[1] == 1 and pool.weightOf(w1, False) > 0
 
 
+def test_reveal_freesTheWorkersSlot_itsCollateralStaysLockedUntilTheTaskEnds(job_market, pool, stake_manager, submitter, w1, market_isolation):
+    """A worker's compute ends at its reveal: its pool slot is free for new work at once,
+    while its collateral stays locked through the challenge window (what a lost game would
+    take) and is unlocked when the task is paid."""
+    job_id, _ = new_job(job_market, submitter, shards=3)
+    a = draw_task(job_market, job_id, {"from": w1}).return_value
+    draw_task(job_market, job_id, {"from": w1})
+    assert pool.memberOf(w1)[1] == 2  # at its limit (maxConcurrent == 2)
+    job_market.acceptTask(a, {"from": w1})
+    job_market.commitResult(a, commitment(a, ROOT, CID, SALT, w1), {"from": w1})
+    tx = job_market.revealResult(a, ROOT, CID, SALT, {"from": w1})
+    assert tx.events["MemberReleased"]["active"] == 1 and tx.events["MemberReleased"]["unlocked"] == 0
+    assert stake_manager.stakeOf(w1)[1] == 2 * 20 * E  # both collaterals still locked
+    refresh_after_hold(pool, w1)
+    assert pool.weightOf(w1, False) > 0
+    third = draw_task(job_market, job_id, {"from": w1})  # drawn again while a stands for its window
+    assert third.events["TaskDrawn"]["worker"] == w1 and pool.memberOf(w1)[1] == 2
+    chain.mine(21)
+    tx = job_market.finalize(a, {"from": w1})
+    assert tx.events["CollateralUnlocked"]["amount"] == 20 * E and "MemberReleased" not in tx.events
+    assert stake_manager.stakeOf(w1)[1] == 2 * 20 * E and pool.memberOf(w1)[1] == 2
+
+
 def test_draw_checksDeviceMemoryAndCollateral(job_market, pool, submitter, w1, market_isolation):
     req_ok = (1, 16_000, 0, 20 * E, "0x" + "00" * 20, 0, 0)
     assert pool.isEligible(w1, req_ok, False)
@@ -92,17 +115,47 @@ def test_regionBoost_prefersWorkersInPreferredRegion(job_market, pool, registry,
     assert draw_task(job_market, job_id, {"from": far}).events["TaskDrawn"]["worker"] in (near, far)
 
 
-def test_assignAndRelease_onlyMarketRole(pool, deployer, w1, market_isolation):
+def test_assignReleaseFreeSlotUnlock_onlyMarketRole(pool, deployer, w1, market_isolation):
     role = pool.MARKET_ROLE()
     with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(role.hex().removeprefix('0x'))}"):
         pool.release(w1, 0, {"from": w1})
     with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(role.hex().removeprefix('0x'))}"):
         pool.releaseMany(w1, 1, 0, {"from": w1})
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(role.hex().removeprefix('0x'))}"):
+        pool.freeSlot(w1, {"from": w1})
+    with brownie.reverts(f"AccessControlUnauthorizedAccount: {w1.address.lower()}, {bytes.fromhex(role.hex().removeprefix('0x'))}"):
+        pool.unlock(w1, 0, {"from": w1})
     pool.grantRole(role, deployer, {"from": deployer})
     with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
         pool.release(w1, 0, {"from": deployer})
     with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
         pool.releaseMany(w1, 1, 0, {"from": deployer})
+    with brownie.reverts(f"PoolNoActiveTask: {w1.address.lower()}"):
+        pool.freeSlot(w1, {"from": deployer})
+    with brownie.reverts(f"StakeInsufficientLocked: {w1.address.lower()}, 1, 0"):  # nothing locked
+        pool.unlock(w1, 1, {"from": deployer})
+
+
+def test_freeSlot_atTheLimitPutsTheMemberBack_belowItKeepsTheWeight(pool, stake_manager, deployer, w1, market_isolation):
+    """A slot freed at a reveal: a member that was at its limit (out of the tree) gets its
+    weight back, computed with its collateral still locked; below its limit the weight assign
+    left stays as it is; ``unlock`` then returns the collateral and refreshes."""
+    pool.grantRole(pool.MARKET_ROLE(), deployer, {"from": deployer})
+    req = (1, 16_000, 0, 20 * E, ZERO_ADDRESS, 0, 0)
+    full = pool.weightOf(w1, False)
+    pool.assign(web3.keccak(b"a"), req, False, {"from": deployer})
+    pool.assign(web3.keccak(b"b"), req, False, {"from": deployer})
+    refresh_after_hold(pool, w1)
+    assert pool.memberOf(w1)[1] == 2 and pool.weightOf(w1, False) == 0  # at its limit of 2
+    tx = pool.freeSlot(w1, {"from": deployer})
+    assert (tx.events["MemberReleased"]["unlocked"], tx.events["MemberReleased"]["active"]) == (0, 1)
+    locked_weight = pool.weightOf(w1, False)
+    assert 0 < locked_weight < full and stake_manager.stakeOf(w1)[1] == 40 * E
+    tx = pool.freeSlot(w1, {"from": deployer})  # below its limit: the weight stays
+    assert pool.memberOf(w1)[1] == 0 and pool.weightOf(w1, False) == locked_weight
+    assert "CollateralUnlocked" not in tx.events
+    pool.unlock(w1, 40 * E, {"from": deployer})
+    assert stake_manager.stakeOf(w1)[1] == 0 and pool.weightOf(w1, False) == full
 
 
 def test_releaseMany_releasesCountSlotsOnce_andRefusesMoreThanActive(pool, stake_manager, deployer, w1, market_isolation):

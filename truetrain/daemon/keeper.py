@@ -76,6 +76,9 @@ class Keeper:
                 self.act("timeoutTask", self.daemon.market.functions.timeoutTask(entry.task_id), entry.task_id)
             else:  # Disputed: the dispute game moves it on
                 self.book.set_due(entry.task_id, KIND, block + 10)
+        # In id order: a round's shard tasks before its aggregation task, which is paid only
+        # once they all are.
+        finalizable.sort()
         for start in range(0, len(finalizable), MAX_BATCH):
             batch = finalizable[start:start + MAX_BATCH]
             call = self.daemon.market.functions.finalize(batch[0]) if len(batch) == 1 else \

@@ -8,7 +8,8 @@ from truetrain.cli_options import format_tokens
 from truetrain.market import JobStatus, JobView, decode_task_id
 
 EVENTS = ("TaskDrawn", "ResultCommitted", "AuditorDrawn", "AuditWaived", "ResultRevealed", "AuditRevealed",
-          "TaskFinalized", "TaskTimedOut", "TaskRequeued", "TaskDisputed", "RoundAdvanced", "JobCompleted")
+          "TaskFinalized", "TaskTimedOut", "TaskRequeued", "TaskDisputed", "AggregationReset", "RoundAdvanced",
+          "JobCompleted")
 
 
 class Progress:
@@ -74,6 +75,8 @@ class Progress:
             return f"{self.what(a['taskId'])} timed out: {self.name(a['account'])} loses {format_tokens(a['penalty'])} TRAIN"
         if event == "TaskRequeued":
             return f"{self.what(a['taskId'])} back in the queue"
+        if event == "AggregationReset":
+            return f"{self.what(a['taskId'])} reset: a shard result it read was discarded"
         if event == "TaskDisputed":
             return f"{self.what(a['taskId'])} DISPUTED: audit root differs"
         if event == "RoundAdvanced":

@@ -77,10 +77,17 @@ class JobTerms:
 DEFAULT_TERMS = JobTerms(reward_per_task=10 * 10**18, audit_fee=2 * 10**18, worker_collateral=40 * 10**18)
 
 
+#: The most tasks a round may train (JobBook.MAX_SHARDS: the round's counters are 16 bits).
+MAX_SHARD_TASKS = 65_535
+
+
 def create_job(contracts, account, manifest: Manifest, manifest_cid: str, terms: JobTerms) -> tuple[int, int]:
     """Approve exactly the escrow and create the job; return (job id, escrow)."""
     client, token, market = contracts.client, contracts.token, contracts.market
-    escrow = terms.escrow(len(manifest.shards) * stage_count(manifest), manifest.rounds)
+    tasks = len(manifest.shards) * stage_count(manifest)
+    if tasks > MAX_SHARD_TASKS:
+        raise ConfigError(f"a round has {tasks} shard tasks; the market takes at most {MAX_SHARD_TASKS}")
+    escrow = terms.escrow(tasks, manifest.rounds)
     params = terms.params(manifest, manifest_cid, client.w3.eth.block_number)
     client.transact(token.functions.approve(market.address, escrow), account)
     receipt = client.transact(market.functions.createJob(params), account)

@@ -49,6 +49,9 @@ class JobView:
     max_rpc_rtt_ms: int = 0
     #: Stages each shard's model is split into (1: not pipelined; ``shards`` counts stage tasks).
     stages: int = 1
+    #: Shard tasks of the current round whose current attempt revealed its result (the
+    #: round's aggregation task is drawn once all have).
+    revealed_in_round: int = 0
 
     @classmethod
     def read(cls, market, job_id: int) -> JobView:
@@ -60,7 +63,7 @@ class JobView:
                    raw["nextIndex"], raw["finalizedInRound"], raw["pendingCount"], raw["escrow"],
                    raw["surplus"], bytes(raw["manifestHash"]), bytes(raw["checkpointHash"]),
                    raw["checkpointCid"], raw["checkpointLeaves"], raw["minFetchKiBps"], raw["maxRpcRttMs"],
-                   raw["stages"])
+                   raw["stages"], raw["revealedInRound"])
 
     @property
     def exists(self) -> bool:

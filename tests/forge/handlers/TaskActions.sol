@@ -87,6 +87,8 @@ abstract contract TaskActions is MarketHandlerBase {
         IWorkerPool.Requirements memory req = IWorkerPool.Requirements(
             j.deviceClass, j.memoryMiB, j.preferredRegion, j.workerCollateral, address(0), j.minFetchKiBps, j.maxRpcRttMs
         );
+        // An aggregation task sent back is drawn again never for the worker that failed it.
+        if (j.nextIndex == j.shards) req.exclude = market.taskOf(id).worker;
         address before = pool.sample(draw, req, false);
         address mover = _moveStake(moverSeed, amount);
         address afterMove = pool.sample(draw, req, false);

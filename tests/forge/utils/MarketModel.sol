@@ -17,6 +17,9 @@ import {FutureRandomness} from "contracts/libraries/FutureRandomness.sol";
 /// snapshot of the state, so nothing stays changed).
 abstract contract MarketModel is MarketFixture {
     uint8 private constant FLAG_CHALLENGED = 4;
+    /// TaskFlow.FLAG_RELEASED: an aggregation task that won its audit's game and waits for its
+    /// round's shards holds nothing.
+    uint8 private constant FLAG_RELEASED = 128;
     /// forge's console.log address (forge prints what is sent to it).
     address private constant CONSOLE = 0x000000000000000000636F6e736F6c652e6c6f67;
 
@@ -36,8 +39,9 @@ abstract contract MarketModel is MarketFixture {
 
     /// Per actor (by index): the stake its live work holds locked, and the pool slots it holds.
     /// A task Offered .. ChallengeWindow or Disputed holds the worker's collateral and, with
-    /// an auditor, the auditor's collateral; both hold a pool slot, except in a dispute opened
-    /// by an audit mismatch (the market released the slots). A live challenge game holds the
+    /// an auditor, the auditor's collateral; the worker holds a pool slot until it reveals,
+    /// the auditor until the task ends, except in a dispute opened by an audit mismatch (the
+    /// market released its slot). A live challenge game holds the
     /// challenger's bond (an audit game's bond is the auditor collateral, counted with the
     /// task); a committee that is voting holds each seated referee's stake.
     function _liveWork(uint256[] memory ids, IJobMarket.Task[] memory tasks)
@@ -54,11 +58,13 @@ abstract contract MarketModel is MarketFixture {
             IJobMarket.Task memory t = tasks[i];
             if (!_holdsStake(t.status)) continue;
             uint256 jobId = ids[i] >> 64;
+            if (t.flags & FLAG_RELEASED != 0 && _isAggregation(ids[i])) continue;
             if (collateral[jobId] == 0) collateral[jobId] = market.jobOf(jobId).workerCollateral;
             bool slotHeld = t.status != IJobMarket.TaskStatus.Disputed || t.flags & FLAG_CHALLENGED != 0;
             uint256 w = _index(t.worker);
             locked[w] += collateral[jobId];
-            if (slotHeld) slots[w] += 1;
+            // A worker's slot is freed when it reveals (its compute is over).
+            if (t.status < IJobMarket.TaskStatus.Revealed) slots[w] += 1;
             if (t.auditor != address(0)) {
                 uint256 a = _index(t.auditor);
                 locked[a] += auditorCollateral;
@@ -94,6 +100,8 @@ abstract contract MarketModel is MarketFixture {
         uint256[] memory owed = new uint256[](jobs + 1); // of which neither Finalized nor Closed
         for (uint256 i = 0; i < ids.length; ++i) {
             IJobMarket.TaskStatus s = tasks[i].status;
+            // An aggregation task sent back is undrawn again (it waits for its shards' results).
+            if (s == IJobMarket.TaskStatus.None && _isAggregation(ids[i])) continue;
             assertTrue(s != IJobMarket.TaskStatus.None, "M6: a drawn task has no state");
             seen[ids[i] >> 64] += 1;
             if (s != IJobMarket.TaskStatus.Finalized && s != IJobMarket.TaskStatus.Closed) owed[ids[i] >> 64] += 1;
@@ -142,7 +150,9 @@ abstract contract MarketModel is MarketFixture {
             // exit this check covers in its turn (a timeout, a game, its window's end); on a
             // stopped job a stage whose group can never be whole (a stage nobody will run) is
             // closed instead (issue 27, finding 3).
-            if (block.number > t.deadline && Stages.blocker(market, id) == 0) {
+            // An aggregation task waits for its round's shards, whose exits this check covers.
+            bool waits = uint32(id) == j.shards && j.finalizedInRound != j.shards;
+            if (block.number > t.deadline && Stages.blocker(market, id) == 0 && !waits) {
                 _exitWorks(address(market), abi.encodeCall(market.finalize, (id)), "", "finalize");
             } else if (
                 block.number > t.deadline && j.status != IJobMarket.JobStatus.Active && Stages.unheld(market, id) != 0
@@ -252,6 +262,10 @@ abstract contract MarketModel is MarketFixture {
     }
 
     // ================================================================ internals
+
+    function _isAggregation(uint256 id) internal view returns (bool) {
+        return uint32(id) == market.jobOf(id >> 64).shards;
+    }
 
     function _holdsStake(IJobMarket.TaskStatus s) internal pure returns (bool) {
         return s == IJobMarket.TaskStatus.Offered || s == IJobMarket.TaskStatus.Running
