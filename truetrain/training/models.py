@@ -184,6 +184,13 @@ class ImageNet(nn.Module):
             x = linear(x, fc.weight, fc.bias, step, f"fc.{j}", relu=j < len(self.fc) - 1)
         return x
 
+    def dense_layers(self) -> list | None:
+        """``[(weight name, bias name, weight, bias)]`` of a plain MLP (Linear layers, a ReLU
+        between): what :mod:`~.native_mlp` runs as one C call. None for a CNN."""
+        if self.spec.kind != "mlp":
+            return None
+        return [(f"fc.{j}.weight", f"fc.{j}.bias", fc.weight, fc.bias) for j, fc in enumerate(self.fc)]
+
     def loss(self, x: torch.Tensor, y: torch.Tensor, step: ReproStep | None = None,
              total_rows: int | None = None, losses: list | None = None) -> torch.Tensor:
         """Mean cross-entropy (repro: the placeholder to call ``backward`` on)."""
