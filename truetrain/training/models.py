@@ -184,6 +184,15 @@ class ImageNet(nn.Module):
             x = linear(x, fc.weight, fc.bias, step, f"fc.{j}", relu=j < len(self.fc) - 1)
         return x
 
+    def fused_layers(self) -> tuple[int, list]:
+        """``(kernel, layers)`` as :mod:`~.native_net` runs them in one C call: each layer's
+        ``(weight name, bias name, weight, bias)``, a conv layer's with its input map's
+        ``(channels, height, width)``; conv layers first."""
+        convs = [(f"conv.{i}.weight", f"conv.{i}.bias", conv.weight, conv.bias, shape)
+                 for i, (conv, shape) in enumerate(zip(self.conv, self.spec.conv_shapes(), strict=True))]
+        dense = [(f"fc.{j}.weight", f"fc.{j}.bias", fc.weight, fc.bias) for j, fc in enumerate(self.fc)]
+        return self.spec.kernel, convs + dense
+
     def loss(self, x: torch.Tensor, y: torch.Tensor, step: ReproStep | None = None,
              total_rows: int | None = None, losses: list | None = None) -> torch.Tensor:
         """Mean cross-entropy (repro: the placeholder to call ``backward`` on)."""

@@ -43,6 +43,8 @@ LINEAR_SOURCE = Path(__file__).with_name("linear_kernels.c")
 BMM_SOURCE = Path(__file__).with_name("bmm_kernels.c")
 #: A bias gradient's column sums (:mod:`native_chains`).
 COLUMN_SOURCE = Path(__file__).with_name("column_kernels.c")
+#: A small classifier's gradients in one call (:mod:`native_net`).
+NET_SOURCE = Path(__file__).with_name("net_kernels.c")
 HEADER = Path(__file__).with_name("exact_common.h")
 # -fopenmp: the plane kernels split rows over threads; the runtime (libgomp.so.1) is the one
 # torch has already loaded, so they share its thread pool.
@@ -74,7 +76,7 @@ def _cache_dir() -> Path:
 
 def _compile() -> Path:
     """The shared library for this source and these flags (compiled once per machine)."""
-    sources = [SOURCE, CHAIN_SOURCE, PLANE_SOURCE, LINEAR_SOURCE, BMM_SOURCE, COLUMN_SOURCE]
+    sources = [SOURCE, CHAIN_SOURCE, PLANE_SOURCE, LINEAR_SOURCE, BMM_SOURCE, COLUMN_SOURCE, NET_SOURCE]
     # the header each source includes lies beside it (a test's faulty copy beside its own)
     headers = sorted({path.with_name(HEADER.name) for path in sources if path.with_name(HEADER.name).exists()})
     source = b"".join(path.read_bytes() for path in [*sources, *headers])
@@ -111,11 +113,12 @@ def _load() -> ctypes.CDLL:
     lib.tt_pool.restype = None
     lib.tt_unpool.argtypes = [p, p, i64, i64, i64, i64, p]
     lib.tt_unpool.restype = None
-    from . import native_chains, native_linear, native_planes
+    from . import native_chains, native_linear, native_net, native_planes
 
     native_chains.declare(lib)
     native_planes.declare(lib)
     native_linear.declare(lib)
+    native_net.declare(lib)
     return lib
 
 
@@ -237,21 +240,28 @@ def grad_columns(g: torch.Tensor, sa: torch.Tensor, bits: int, bits_b: int):
 _EXP_COEFFS = None
 
 
+def exp_coeffs() -> torch.Tensor:
+    """``repro_ops.exp64``'s polynomial as float64, for the kernels' exp."""
+    global _EXP_COEFFS
+    if _EXP_COEFFS is None:
+        from .repro_ops import _EXP_COEFFS as coeffs
+
+        _EXP_COEFFS = torch.tensor(coeffs, dtype=F64)
+    return _EXP_COEFFS
+
+
 def softmax_xent(logits: torch.Tensor, y: torch.Tensor, total_rows: int):
     """``repro_ops.softmax_xent`` in one call: ``(grad, sumexp, target)``, the same bits
     (a NaN logit gives NaN rows, as there, though not necessarily the same NaN)."""
-    from .repro_ops import _EXP_COEFFS as coeffs, EXACT_BITS, ceil_log2
+    from .repro_ops import EXACT_BITS, ceil_log2
 
-    global _EXP_COEFFS
-    if _EXP_COEFFS is None:
-        _EXP_COEFFS = torch.tensor(coeffs, dtype=F64)
     logits, y = logits.contiguous(), y.to(torch.int64).contiguous()
     rows, classes = logits.shape
     grad = torch.empty_like(logits)
     e, sumexp, target = torch.empty(classes, dtype=F64), torch.empty(rows, dtype=F64), torch.empty(rows, dtype=F64)
     k = EXACT_BITS - ceil_log2(classes)
     if _state["lib"].tt_softmax_xent(logits.data_ptr(), y.data_ptr(), rows, classes, float(total_rows), k,
-                                     _EXP_COEFFS.data_ptr(), e.data_ptr(), grad.data_ptr(), sumexp.data_ptr(),
+                                     exp_coeffs().data_ptr(), e.data_ptr(), grad.data_ptr(), sumexp.data_ptr(),
                                      target.data_ptr()) != 0:
         raise IndexError(f"softmax_xent: a label outside [0, {classes})")
     return grad, sumexp, target
@@ -308,10 +318,10 @@ def _self_test() -> str | None:
         if not (_same(q64, want.q64) and _same(down, want.scale) and _same(sb, want_sb)
                 and _same(down_b, want_down_b)):
             return "tt_grad_columns differs"
-    from . import native_chains, native_linear, native_planes
+    from . import native_chains, native_linear, native_net, native_planes
 
     return (_self_test_maps(gen) or native_chains.self_test(gen, _same) or native_planes.self_test(gen, _same)
-            or native_linear.self_test(gen, _same))
+            or native_linear.self_test(gen, _same) or native_net.self_test(gen, _same))
 
 
 def _self_test_maps(gen: torch.Generator) -> str | None:

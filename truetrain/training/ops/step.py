@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import native_net
 from ..intgemm import GemmEngine, Operand, quantize
 from .book import GradBook
 
@@ -49,11 +50,15 @@ def repro_gradients(model: torch.nn.Module, inputs: torch.Tensor, targets: torch
     ``model.loss(inputs, targets, step, total_rows, losses)`` runs the forward and returns
     the placeholder to call ``backward`` on; its rows are the targets' elements (samples,
     or tokens for a language model). With ``micro_batch`` samples per slice the book makes
-    two passes (maxima, then sums) and every bit is the same as in one piece.
+    two passes (maxima, then sums) and every bit is the same as in one piece. A small MLP's or
+    CNN's batch in one piece is one C call (:mod:`~..native_net`), the same bits.
     """
     n, rows = inputs.shape[0], targets.numel()
     size = n if not micro_batch or micro_batch >= n else int(micro_batch)
     slices = [(i, min(i + size, n)) for i in range(0, n, size)]
+    net = getattr(model, "fused_layers", lambda: None)() if len(slices) == 1 else None
+    if net and native_net.usable(net, inputs, targets, engine, limbs):  # one C call, the same bits
+        return native_net.gradients(net, inputs, targets, limbs)
     step = ReproStep(engine, limbs, rows)
     if len(slices) > 1:
         step.book.mode = "observe"
