@@ -33,7 +33,7 @@ library OneStepExactSum {
     {
         if (j >= vt.rows || vt.cols == 0) revert OneStepGemm.OneStepShapeInvalid(j, 0);
         uint256 n = vt.cols;
-        return exactSum(TensorMerkle.open(vt.root, vt.rows * n, j * n, n, o.chunks, o.proof), 0, n, 0);
+        return exactSum(OneStepGemm.openRow(vt, j, o), 0, n, 0);
     }
 
     /// @notice `table_grad[row][j]` of the scatter of `g` (n, d) into a table of `num` rows by
@@ -49,7 +49,7 @@ library OneStepExactSum {
         uint256 n = t[0].cols;
         if (row >= num || j >= t[0].rows || n == 0) revert OneStepGemm.OneStepShapeInvalid(row, j);
         if (t[1].rows * t[1].cols != n) revert OneStepGemm.OneStepOperandsMismatch(1);
-        uint256 pg = TensorMerkle.open(t[0].root, t[0].rows * n, j * n, n, o[0].chunks, o[0].proof);
+        uint256 pg = OneStepGemm.openRow(t[0], j, o[0]);
         uint256 pid = TensorMerkle.open(t[1].root, n, 0, n, o[1].chunks, o[1].proof);
         checkIds(pid, n, num);
         return exactSum(pg, pid, n, row);

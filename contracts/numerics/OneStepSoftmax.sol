@@ -31,7 +31,7 @@ library OneStepSoftmax {
     {
         uint256 t = s.cols;
         if (r >= s.rows || t == 0) revert OneStepGemm.OneStepShapeInvalid(r, 0);
-        return rowSum(_row(s, r, o), t, r % t);
+        return rowSum(OneStepGemm.openRow(s, r, o), t, r % t);
     }
 
     /// @notice `p[r][j]`: `t` = the scores (N·T, T) and the row sums (N·T, 2: a float64 each);
@@ -45,9 +45,9 @@ library OneStepSoftmax {
         uint256 n = t[0].cols;
         if (r >= t[0].rows || j >= n) revert OneStepGemm.OneStepShapeInvalid(r, j);
         if (t[1].rows != t[0].rows || t[1].cols != 2) revert OneStepGemm.OneStepOperandsMismatch(1);
-        uint256 ps = TensorMerkle.open(t[1].root, 2 * t[1].rows, 2 * r, 2, o[1].chunks, o[1].proof);
+        uint256 ps = OneStepGemm.openRow(t[1], r, o[1]);
         uint64 sum = uint64((uint256(OneStepGemm.load(ps)) << 32) | OneStepGemm.load(ps + 4));
-        uint256 p = _row(t[0], r, o[0]);
+        uint256 p = OneStepGemm.openRow(t[0], r, o[0]);
         uint256 i = r % n;
         return expAt(p, i, j, rowMax(p, i)).div(sum).toFloat32();
     }
@@ -63,8 +63,8 @@ library OneStepSoftmax {
     ) internal pure returns (uint32) {
         OneStepGemm.sameShape(t[0], t[1], 1);
         if (r >= t[0].rows || j >= t[0].cols) revert OneStepGemm.OneStepShapeInvalid(r, j);
-        uint256 pp = _row(t[0], r, o[0]);
-        uint256 pd = _row(t[1], r, o[1]);
+        uint256 pp = OneStepGemm.openRow(t[0], r, o[0]);
+        uint256 pd = OneStepGemm.openRow(t[1], r, o[1]);
         return backwardAt(pp, pd, j, backwardTotal(pp, pd, t[0].cols), scale);
     }
 
@@ -119,14 +119,5 @@ library OneStepSoftmax {
 
     function _f64(uint256 p, uint256 k) private pure returns (uint64) {
         return Float32.toFloat64(OneStepGemm.load(p + 4 * k));
-    }
-
-    /// @dev The calldata offset of row `r` of `t`, opened by `o`.
-    function _row(OneStepGemm.Tensor calldata t, uint256 r, OneStepGemm.Opening calldata o)
-        private
-        pure
-        returns (uint256)
-    {
-        return TensorMerkle.open(t.root, t.rows * t.cols, r * t.cols, t.cols, o.chunks, o.proof);
     }
 }

@@ -36,7 +36,7 @@ library OneStepXent {
     ) internal pure returns (uint64) {
         uint256 c = x.cols;
         if (width == 0 || r >= x.rows || b * width >= c) revert OneStepGemm.OneStepShapeInvalid(r, b);
-        uint256 p = _row(x, r, o);
+        uint256 p = OneStepGemm.openRow(x, r, o);
         uint256 hi = (b + 1) * width < c ? (b + 1) * width : c;
         return partialSum(p, c, b * width, hi, OneStepSoftmax.rowMax(p, c - 1));
     }
@@ -121,24 +121,16 @@ library OneStepXent {
         if (t[2].rows * t[2].cols != t[0].rows) revert OneStepGemm.OneStepOperandsMismatch(2);
         y = OneStepGemm.openAt(t[2], r, o[2]);
         if (y >= c) revert OneStepElementwise.OneStepIndexOutOfRange(y, c);
-        uint256 pp = TensorMerkle.open(t[1].root, t[1].rows * words, r * words, words, o[1].chunks, o[1].proof);
+        uint256 pp = OneStepGemm.openRow(t[1], r, o[1]);
         uint64[] memory parts = new uint64[](words / 2);
         for (uint256 b = 0; b < parts.length; ++b) {
             parts[b] = uint64((uint256(OneStepGemm.load(pp + 8 * b)) << 32) | OneStepGemm.load(pp + 8 * b + 4));
         }
         s = rowSum(parts, c);
-        p = _row(t[0], r, o[0]);
+        p = OneStepGemm.openRow(t[0], r, o[0]);
     }
 
     function _f64(uint256 p, uint256 j) private pure returns (uint64) {
         return Float32.toFloat64(OneStepGemm.load(p + 4 * j));
-    }
-
-    function _row(OneStepGemm.Tensor calldata t, uint256 r, OneStepGemm.Opening calldata o)
-        private
-        pure
-        returns (uint256)
-    {
-        return TensorMerkle.open(t.root, t.rows * t.cols, r * t.cols, t.cols, o.chunks, o.proof);
     }
 }

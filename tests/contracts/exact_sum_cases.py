@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from tests.contracts.float_cases import F32 as FMT32, random_floats
+from tests.contracts.onestep_kinds import mismatches
 from truetrain.numerics.exact_sum import column_sums, scatter_sums, sum_bits
 from truetrain.numerics.ieee import bits32
 from truetrain.training import native
@@ -124,10 +125,4 @@ def check(call, kind: str, rng, n: int) -> tuple[int, list[str]]:
     elements, one eth_call through ``call(function, *args)``): the chain against the reference
     and every engine route."""
     chain, want, engines, info = KINDS[kind](rng, n, call)
-    chain, want = chain.reshape(-1), np.asarray(want, np.uint32).reshape(-1)
-    engines = [np.asarray(e, np.uint32).reshape(-1) for e in engines]
-    wrong = chain != want
-    for e in engines:
-        wrong |= want != e
-    return chain.size, [f"{kind} {info} [{i}]: chain {int(chain[i]):#010x} reference {int(want[i]):#010x} "
-                        "engine " + "/".join(f"{int(e[i]):#010x}" for e in engines) for i in np.nonzero(wrong)[0][:5]]
+    return np.asarray(chain).size, mismatches(kind, chain, want, engines, info)

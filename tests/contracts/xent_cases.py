@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from tests.contracts.float_cases import F32 as FMT32, random_floats
+from tests.contracts.onestep_kinds import mismatches
 from truetrain.numerics.ieee import bits32, bits64
 from truetrain.numerics.xent import partial_sums, row_sums, xent_grad, xent_loss
 from truetrain.training import native
@@ -110,10 +111,4 @@ def check(call, kind: str, rng, n: int) -> tuple[int, list[str]]:
     """``(elements, mismatches described)`` of one case (one eth_call through
     ``call(function, *args)``): the chain against the reference and both engine routes."""
     chain, want, engines, info = KINDS[kind](rng, n, call)
-    chain, want = np.asarray(chain).reshape(-1), np.asarray(want).reshape(-1)
-    engines = [np.asarray(e).reshape(-1) for e in engines]
-    wrong = chain != want
-    for e in engines:
-        wrong |= want != e
-    return info.get("count", chain.size), [f"{kind} {info} [{i}]: chain {int(chain[i]):#x} reference {int(want[i]):#x} engine "
-                   + "/".join(f"{int(e[i]):#x}" for e in engines) for i in np.nonzero(wrong)[0][:5]]
+    return info.pop("count", np.asarray(chain).size), mismatches(kind, chain, want, engines, info)
