@@ -87,3 +87,11 @@ def test_elements_badInputs_revertByName(OneStepSoftmaxHarness, accounts):
     with brownie.reverts("OneStepHarnessBatchMalformed: 12, 3"):
         harness.softmaxBackwardRows.call(3, 0, b"\x00" * 12, b"\x00" * 8)
     assert_headroom(harness)
+
+
+def test_float64Tree_twoWordsHighFirst_nanCanonical():
+    x = torch.tensor([1.0, float("nan"), -2.5], dtype=torch.float64)
+    x.view(torch.int64)[1] = 0x7FF0000000000123  # a NaN with a payload
+    words = TensorTree(x).data[:24]
+    assert words == bytes.fromhex("3ff0000000000000" "7ff8000000000000" "c004000000000000")
+    assert TensorTree(x).numel == 6
