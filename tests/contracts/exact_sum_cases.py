@@ -1,7 +1,8 @@
 """Generated cases for the one-step exact sums (contracts/numerics/OneStepExactSum.sol): a
 batch's gradient columns run through the engine's ``GradBook`` (truetrain/training/ops/book.py:
 ``columns`` eagerly, through the C kernel ``tt_column_sums`` and in two micro-batches
-observed then added; ``scatter`` whole and in two micro-batches), which must agree, against
+observed then added; a linear layer's bias through ``linear``'s C routes, ``native_linear``
+and ``tt_grad_columns``; ``scatter`` whole and in two micro-batches), which must agree, against
 the chain and the reference (truetrain/numerics/exact_sum.py).
 
 Columns of 1, 2, 3, 7, 64, 100, 257 and 1,024 rows (the scale's bits from 24 down to 42 - 53
@@ -24,7 +25,7 @@ from tests.contracts.onestep_kinds import mismatches
 from truetrain.numerics.exact_sum import column_sums, scatter_sums, sum_bits
 from truetrain.numerics.ieee import bits32
 from truetrain.training import native
-from truetrain.training.intgemm import GemmEngine
+from truetrain.training.intgemm import GemmEngine, Operand, quantize
 from truetrain.training.ops.book import GradBook
 
 ROWS = [1, 2, 3, 7, 64, 100, 257, 1024]
@@ -97,9 +98,22 @@ def _engine(v: np.ndarray, record) -> list[np.ndarray]:
     return out
 
 
+def _linear_bias(v: np.ndarray, rng) -> list[np.ndarray]:
+    """A linear layer's bias gradient from its output gradient ``v`` as ``GradBook.linear``
+    takes it on small CPU tensors: with the weight's in one C call (``native_linear``), and
+    through ``native.grad_columns`` (forward rows without their float64 integers)."""
+    qa = quantize(torch.from_numpy(rng.standard_normal((len(v), 3)).astype(np.float32)), 1, LIMBS, fuse=True)
+    out = []
+    for rows in (qa, Operand(qa.q, qa.scale, qa.limbs)):
+        book = _book(True, len(v))
+        book.linear("w", "p", torch.from_numpy(v.copy()), rows)
+        out.append(bits32(book.result()["p"].numpy()))
+    return out
+
+
 def column_sum_case(rng, n_elements: int, call):
     n, v = _inputs(rng, n_elements)
-    engine = _engine(v, lambda book, t, part: book.columns("p", t[part]))
+    engine = _engine(v, lambda book, t, part: book.columns("p", t[part])) + _linear_bias(v, rng)
     vt = bits32(v).T.copy()
     chain = np.array(call("columnSums", n, vt.astype(">u4").tobytes()), np.uint32)
     return chain, column_sums(vt), engine, {"n": n}
