@@ -115,7 +115,7 @@ AUDIT_VENV := $(CURDIR)/.venv-audit
 forge-test: setup ## Run the forge invariant/fuzz suites in tests/forge (default profile: 256 runs x depth 64)
 	forge test $(FORGE_ARGS)
 
-fuzz: compile ## Run the forge suites long (FOUNDRY_PROFILE=deep: 10,000 runs x depth 64), then the on-chain float library against numpy on 1,000,000+ cases (scripts/float_fuzz.py, ~3-4 min), the one-step linear element against the engine on 100,000+ (scripts/onestep_fuzz.py) and the other one-step kinds (updates, aggregation, elementwise) on 100,000+ a kind (scripts/onestep_kinds_fuzz.py, ~2 min)
+fuzz: compile ## Run the forge suites long (FOUNDRY_PROFILE=deep: 10,000 runs x depth 64), then the on-chain float library against numpy on 1,000,000+ cases (scripts/float_fuzz.py, ~3-4 min), the one-step linear element against the engine on 100,000+ (scripts/onestep_fuzz.py) and the other one-step kinds (updates, aggregation, elementwise, GELU, LayerNorm, exact sums, softmax, cross-entropy) on 100,000+ a kind (scripts/onestep_kinds_fuzz.py, ~10 min)
 	FOUNDRY_PROFILE=deep forge test $(FORGE_ARGS)
 	$(PY) scripts/float_fuzz.py $(FLOAT_FUZZ_ARGS)
 	$(PY) scripts/onestep_fuzz.py $(ONESTEP_FUZZ_ARGS)

@@ -94,6 +94,22 @@ GELU = [("LM", "GELU (FFN hidden)", (1024, 1024), "gelu", 0),
 LAYERNORM = [("LM", "LayerNorm (a row of d = 256)", LM_ACT, "layernorm", 0),
              ("-", "LayerNorm (a row of 64)", (32, 64), "layernorm", 0),
              ("LM", "LayerNorm backward (dx, g * xhat)", LM_ACT, "layernorm-backward", 0)]
+# the summed tensors transposed: (columns, batch rows); the scatter's table has 256 rows
+EXACT_SUMS = [("LM", "FFN up bias gradient (column sum of 1,024 tokens)", (1024, TOKENS), "columns", 0),
+              ("LM", "LayerNorm gain gradient (column sum)", (256, TOKENS), "columns", 0),
+              ("LM", "token embedding gradient (scatter of 1,024 rows)", (256, TOKENS), "scatter", 256),
+              ("MLP", "fc1 bias gradient (column sum of 32 samples)", (128, DIGITS_BATCH), "columns", 0)]
+# scores (batch x heads x T, T) = (8 x 4 x 128, 128); the last row of a sequence sees all T
+SOFTMAX = [("LM", "softmax row sum (T = 128, whole row)", (8 * 4 * 128, 128), "row-sum", 0),
+           ("LM", "softmax element (row and S opened)", (8 * 4 * 128, 128), "softmax", 0),
+           ("LM", "softmax backward (rows of p and dp)", (8 * 4 * 128, 128), "softmax-backward", 0)]
+# logits (rows, classes); the partial sums cut a row into blocks of 128 classes (a whole row
+# of 256 is 11.4 M gas)
+XENT = [("LM", "cross-entropy partial sum (128 of 256 classes)", (TOKENS, 256), "partial", 128),
+        ("LM", "cross-entropy gradient element", (TOKENS, 256), "grad", 128),
+        ("LM", "cross-entropy loss of a row", (TOKENS, 256), "loss", 128),
+        ("MLP", "cross-entropy partial sum (whole row of 10)", (DIGITS_BATCH, 10), "partial", 10),
+        ("MLP", "cross-entropy gradient element", (DIGITS_BATCH, 10), "grad", 10)]
 
 
 def _f32(v: float) -> int:
@@ -197,6 +213,61 @@ def layernorm_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0
     return fn, len(row[1]) + len(ow[0][1]) + len(ob[0][1])
 
 
+def exact_sum_call(harness, kind: str, shape: tuple[int, int], num: int):
+    """The harness function call of one exact-sum element: a transposed row opened whole (and
+    for the scatter every id)."""
+    torch.manual_seed(5)
+    cols, n = shape
+    vt = TensorTree(torch.randn(shape))
+    j, row = cols // 2, _opening(vt, (cols // 2) * n, n)
+    desc = ("0x" + vt.root.hex(), cols, n)
+    if kind == "columns":
+        return harness.functions.columnSumElement(desc, j, row), len(row[1])
+    ids = TensorTree(torch.randint(0, num, (n,), dtype=torch.int32).view(torch.float32))
+    opens = [row, _opening(ids, 0, n)]
+    fn = harness.functions.scatterElement([desc, ("0x" + ids.root.hex(), 1, n)], num, 7, j, opens)
+    return fn, len(row[1]) + len(opens[1][1])
+
+
+def softmax_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0):
+    """The harness function call of one softmax element, on the last row of a sequence."""
+    torch.manual_seed(6)
+    rows, t = shape
+    r, j = rows - 1, t // 2
+    s = TensorTree(torch.randn(shape))
+    desc, row = ("0x" + s.root.hex(), rows, t), _opening(s, r * t, t)
+    if kind == "row-sum":
+        return harness.functions.rowSumElement(desc, r, row), len(row[1])
+    if kind == "softmax":
+        sums = TensorTree(torch.full((rows,), 37.5, dtype=torch.float64))
+        opens = [row, _opening(sums, 2 * r, 2)]
+        fn = harness.functions.softmaxElement([desc, ("0x" + sums.root.hex(), rows, 2)], r, j, opens)
+        return fn, len(row[1]) + len(opens[1][1])
+    dp = TensorTree(torch.randn(shape))
+    opens = [row, _opening(dp, r * t, t)]
+    fn = harness.functions.softmaxBackwardElement([desc, ("0x" + dp.root.hex(), rows, t)], _f32(0.125), r, j, opens)
+    return fn, len(row[1]) + len(opens[1][1])
+
+
+def xent_call(harness, kind: str, shape: tuple[int, int], width: int):
+    """The harness function call of one cross-entropy element: the row opened whole (and for
+    the gradient and the loss the row's partial sums and its label)."""
+    torch.manual_seed(7)
+    rows, c = shape
+    r, blocks = rows // 2, (c + width - 1) // width
+    x = TensorTree(torch.randn(shape))
+    desc, row = ("0x" + x.root.hex(), rows, c), _opening(x, r * c, c)
+    if kind == "partial":
+        return harness.functions.partialSumElement(desc, width, r, 0, row), len(row[1])
+    parts = TensorTree(torch.full((rows, blocks), 2.0**45, dtype=torch.float64))
+    labels = TensorTree(torch.randint(0, c, (rows,), dtype=torch.int32).view(torch.float32))
+    descs = [desc, ("0x" + parts.root.hex(), rows, 2 * blocks), ("0x" + labels.root.hex(), 1, rows)]
+    opens = [row, _opening(parts, 2 * blocks * r, 2 * blocks), _opening(labels, r, 1)]
+    fn = (harness.functions.gradElement(descs, rows, r, c // 2, opens) if kind == "grad"
+          else harness.functions.lossElement(descs, r, opens))
+    return fn, sum(len(o[1]) for o in opens)
+
+
 def tx_gas(w3, fn) -> tuple[int, int]:
     """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
@@ -209,12 +280,16 @@ def kinds_table() -> list[int]:
     for name, plan, build in (("OneStepOptimHarness", UPDATES, update_call),
                               ("OneStepElementwiseHarness", ELEMENTWISE, elementwise_call),
                               ("OneStepGeluHarness", GELU, gelu_call),
-                              ("OneStepLayerNormHarness", LAYERNORM, layernorm_call)):
+                              ("OneStepLayerNormHarness", LAYERNORM, layernorm_call),
+                              ("OneStepExactSumHarness", EXACT_SUMS, exact_sum_call),
+                              ("OneStepSoftmaxHarness", SOFTMAX, softmax_call),
+                              ("OneStepXentHarness", XENT, xent_call)):
         with harness_on_devnet(name=name) as harness:
             for model, what, shape, kind, workers in plan:
                 fn, nodes = build(harness, kind, shape, workers)
                 gas, size = tx_gas(harness.w3, fn)
-                rows.append((model, what, "x".join(map(str, shape)), workers or "-", gas, size, nodes))
+                rows.append((model, what, "x".join(map(str, shape)), "-" if build in (exact_sum_call, xent_call) else workers or "-",
+                             gas, size, nodes))
     head = ("model", "kind", "tensor", "contributions", "tx gas", "calldata B", "proof nodes", "of 10 M")
     print("\n| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

@@ -76,6 +76,11 @@ library OneStepGemm {
         return load(TensorMerkle.open(t.root, t.rows * t.cols, index, 1, o.chunks, o.proof));
     }
 
+    /// @notice The calldata offset of row `r` of `t`, opened whole by `o`.
+    function openRow(Tensor calldata t, uint256 r, Opening calldata o) internal pure returns (uint256) {
+        return TensorMerkle.open(t.root, t.rows * t.cols, r * t.cols, t.cols, o.chunks, o.proof);
+    }
+
     /// @notice Revert OneStepOperandsMismatch(operand) unless `a` and `b` have one shape.
     function sameShape(Tensor calldata a, Tensor calldata b, uint256 operand) internal pure {
         if (a.rows != b.rows || a.cols != b.cols) revert OneStepOperandsMismatch(operand);

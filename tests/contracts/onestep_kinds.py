@@ -27,6 +27,18 @@ def assert_kind_matches(harness, check, kind: str, per_call: int = 256) -> int:
     return total
 
 
+def mismatches(kind: str, chain, want, engines, info: dict) -> list[str]:
+    """The first five elements (described) where the chain differs from the reference or the
+    reference from an engine route, all flattened to one order."""
+    chain, want = np.asarray(chain).reshape(-1), np.asarray(want).reshape(-1)
+    engines = [np.asarray(e).reshape(-1) for e in engines]
+    wrong = chain != want
+    for e in engines:
+        wrong |= want != e
+    return [f"{kind} {info} [{i}]: chain {int(chain[i]):#x} reference {int(want[i]):#x} engine "
+            + "/".join(f"{int(e[i]):#x}" for e in engines) for i in np.nonzero(wrong)[0][:5]]
+
+
 def tensor_of(bits) -> torch.Tensor:
     """A float32 tensor holding the bit patterns ``bits`` (uint32)."""
     return torch.from_numpy(np.ascontiguousarray(bits, np.uint32).view(np.float32)).clone()

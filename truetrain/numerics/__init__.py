@@ -8,9 +8,13 @@ and the on-chain one-step verifier (contracts/numerics/) are checked against it 
   (FedAvg's mean, DiLoCo's outer step);
 * :mod:`.elementwise`: ReLU and its mask, broadcast add, permute, the embedding's gather,
   dropout's counter-based mask;
-* :mod:`.special`: the erf table (read by the engine), erf64, exp64, sqrt64, GELU and its
-  gradient;
+* :mod:`.special`: the erf table (read by the engine), erf64, exp64, log64, sqrt64, GELU and
+  its gradient;
 * :mod:`.layernorm`: LayerNorm's forward and backward from whole rows (``tree_sum``);
+* :mod:`.exact_sum`: the exact gradient sums (bias and LayerNorm column sums, the
+  embedding's scatter);
+* :mod:`.softmax`: the causal softmax's row sum, forward and backward;
+* :mod:`.xent`: softmax cross-entropy's partial sums, gradient and loss;
 * :mod:`.ieee`: float32 / float64 arithmetic on bit patterns, NaN canonical;
 * :mod:`.tensor_merkle`: tensor roots in the canonical layout and range proofs.
 """

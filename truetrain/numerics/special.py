@@ -11,6 +11,9 @@ the engine reads it from :func:`erf_table`.
 * ``exp64(x)``: Cody-Waite ``x = n ln2 + r`` (``n = round(x log2 e)``), the degree-10 Taylor
   polynomial of ``r`` by Horner, times ``2**n`` from bits; below -708 gives 0, above 709
   inf, NaN stays NaN.
+* ``log64(x)``: ``x = m * 2**e`` (frexp, m in [sqrt(1/2), sqrt(2))), ``2 atanh(s)`` for
+  ``s = (m - 1) / (m + 1)`` by its degree-10 series in ``s * s``, plus ``e ln 2`` in two
+  parts; log 0 = -inf, a negative number or NaN gives NaN;
 * ``sqrt64(x)``: the engine's deterministic root: ``x = m * 4**k`` (frexp), the float32
   root of float32(m), two Newton steps ``y = (y + m / y) * 0.5`` in float64, times ``2**k``;
   ±0 and +inf as they are, a negative number or NaN gives NaN.
@@ -38,6 +41,8 @@ LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of ln 2: n * LN2_HI exact 
 LN2_LO = 1.90821492927058770002e-10
 EXP_COEFFS = [1.0 / math.factorial(k) for k in range(10, -1, -1)]
 EXP_MAX, EXP_MIN = 709.0, -708.0
+LOG_COEFFS = [1.0 / (2 * k + 1) for k in range(10, -1, -1)]
+SQRT_HALF = 0.7071067811865476
 SIGN64 = 1 << 63
 
 
@@ -127,6 +132,30 @@ def exp64(x):
     y = np.where(xf < EXP_MIN, np.uint64(0), y)
     y = np.where(xf > EXP_MAX, np.uint64(0x7FF0000000000000), y)
     out = np.where(np.isnan(xf), np.uint64(NAN64), y)
+    return int(out) if out.ndim == 0 else out
+
+
+def log64(x):
+    """The engine's ``log64`` on float64 bit patterns: ``x = m 2**e`` with m in
+    [sqrt(1/2), sqrt(2)), ``log m = 2 atanh(s)``, ``s = (m - 1) / (m + 1)``, the series in
+    ``s * s`` by Horner; log 0 = -inf, log inf = inf, a negative number or NaN gives NaN."""
+    x = np.asarray(x, np.uint64)
+    xf = _f(x)
+    with np.errstate(all="ignore"):
+        mant, e = np.frexp(xf)
+        small = mant < SQRT_HALF
+        m = bits64(np.where(small, mant * 2.0, mant))  # exact
+        ef = bits64(np.where(small, e - 1, e).astype(np.float64))
+        s = div64(sub64(m, _b(1.0)), add64(m, _b(1.0)))
+        z = mul64(s, s)
+        p = add64(mul64(z, _b(LOG_COEFFS[0])), _b(LOG_COEFFS[1]))
+        for coeff in LOG_COEFFS[2:]:
+            p = add64(mul64(p, z), _b(coeff))
+        series = mul64(mul64(_b(2.0), s), p)
+        y = np.asarray(add64(mul64(ef, _b(LN2_HI)), add64(mul64(ef, _b(LN2_LO)), series)), np.uint64)
+    y = np.where(xf == 0, np.uint64(0xFFF0000000000000), y)
+    y = np.where(xf == np.inf, x, y)
+    out = np.where((xf < 0) | np.isnan(xf), np.uint64(NAN64), y)
     return int(out) if out.ndim == 0 else out
 
 

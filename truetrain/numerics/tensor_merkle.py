@@ -3,7 +3,9 @@
 The canonical layout of a float32 tensor: flattened row-major, each element its IEEE-754
 bit pattern as 4 bytes big-endian (every NaN written as the canonical 0x7FC00000, since the
 engine's NaN payloads are not reproducible), cut into chunks of :data:`CHUNK` elements
-(256 bytes; the last chunk zero-padded). Leaf hash = keccak256(chunk); the tree is
+(256 bytes; the last chunk zero-padded). A float64 tensor (the softmax's row sums) is laid out as two words an
+element, its 8-byte pattern big-endian (high word first; every NaN 0x7FF8000000000000), so
+element ``i`` is words ``2i`` and ``2i + 1``. Leaf hash = keccak256(chunk); the tree is
 MerkleCommitment's: leaf node H(0x00 ‖ leaf hash), inner node H(0x01 ‖ left ‖ right), zero
 padding nodes up to a power of two. The root does not hold the shape: the program fixes it.
 
@@ -24,10 +26,16 @@ from ..merkle import inner_node, leaf_node, tree_levels
 CHUNK = 64
 CHUNK_BYTES = 4 * CHUNK
 CANONICAL_NAN = 0x7FC00000
+CANONICAL_NAN64 = 0x7FF8000000000000
 
 
 def canonical_bits(t: torch.Tensor) -> np.ndarray:
-    """The float32 bit patterns of ``t`` flattened row-major (uint32), NaNs canonical."""
+    """The float32 bit patterns of ``t`` flattened row-major (uint32), NaNs canonical; a
+    float64 tensor's patterns as two words each, high first."""
+    if t.dtype == torch.float64:
+        b = t.detach().contiguous().view(torch.int64).reshape(-1).numpy().view(np.uint64)
+        b = np.where((b & np.uint64(0x7FFFFFFFFFFFFFFF)) > np.uint64(0x7FF0000000000000), np.uint64(CANONICAL_NAN64), b)
+        return np.stack([b >> np.uint64(32), b & np.uint64(0xFFFFFFFF)], axis=-1).reshape(-1).astype(np.uint32)
     bits = t.detach().to(torch.float32).contiguous().view(torch.int32).reshape(-1).numpy().view(np.uint32)
     return np.where((bits & 0x7FFFFFFF) > 0x7F800000, np.uint32(CANONICAL_NAN), bits)
 
