@@ -58,8 +58,10 @@ LANES: list[list[str]] = [
     ["tests/contracts/test_dispute_stateful.py", "tests/integration/test_worker_concurrency.py",
      "tests/contracts/test_dispute_bisection.py",
      "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",
-     "tests/contracts/test_dispute_libraries.py"],
-    ["tests/contracts", "tests/integration/test_explorer.py"],
+     "tests/contracts/test_dispute_libraries.py", "tests/integration/test_explorer.py",
+     "tests/contracts/test_onestep_exact_sum.py", "tests/contracts/test_onestep_softmax.py",
+     "tests/contracts/test_onestep_xent.py"],
+    ["tests/contracts"],
 ]
 #: The lanes' Anvil ports are the first free ones from here up (below Linux's ephemeral range,
 #: from which the tests' own devnets and IPFS nodes take theirs).

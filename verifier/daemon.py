@@ -43,7 +43,7 @@ from truetrain.market import (ROLE_VERIFIER, TaskStatus, audit_commitment, compu
                               encode_task_id, new_salt, publish_result)
 from truetrain.market.faulty import faulty_result
 from truetrain.market.stage_run import publish_stage, replay_stage_task
-from truetrain.market.stages import group_indices
+from truetrain.market.stages import aggregation_index, group_indices
 
 log = logging.getLogger("verifier")
 
@@ -109,8 +109,9 @@ class VerifierDaemon(Daemon):
         """The task replayed (or, for the named false challenger, a wrong result computed)
         and published in the lane, raising :class:`~truetrain.daemon.lane.Pending` until it
         is ready; then root and bundle CID are persisted under (task, kind)."""
-        # A stage's replay is of one attempt of its group: a group reset and run again is
-        # another computation, never the earlier one's value.
+        # A stage's replay is of one attempt of its group, an aggregation's of one draw of it:
+        # a group reset and run again, or an aggregation reset and drawn again on a redone
+        # shard, is another computation, never the earlier one's value.
         root, cid = self.lane.take((task_id, kind, *self.group_attempt(task_id)),
                                    lambda: self.replay_and_publish(task_id, faulty))
         self.book.record_result(task_id, kind, root, cid, new_salt())
@@ -181,9 +182,12 @@ class VerifierDaemon(Daemon):
         self.book.close_entry(entry.task_id, SAMPLE, "done", outcome)
 
     def group_attempt(self, task_id: int) -> tuple:
-        """The blocks the stages of a stage task's group were last offered in (() for other tasks)."""
+        """The blocks the stages of a stage task's group were last offered in; an aggregation
+        task's own offer block (it is drawn anew whenever a shard result it reads changes);
+        () for other tasks."""
         if not self.reader.is_stage_task(task_id):
-            return ()
+            job_id, _, index = decode_task_id(task_id)
+            return (self.reader.offered_block(task_id),) if index == aggregation_index(self.reader.manifest(job_id)) else ()
         job_id, round_index, index = decode_task_id(task_id)
         return tuple(self.reader.offered_block(encode_task_id(job_id, round_index, i))
                      for i in group_indices(self.reader.manifest(job_id), index))

@@ -162,6 +162,7 @@ class WorkerDaemon(Daemon):
         if not task.is_worker(self.address) or task.status in (TaskStatus.NONE, TaskStatus.PENDING, TaskStatus.CLOSED):
             self.book.close_entry(entry.task_id, WORK, "lost", f"task is {task.status.name} with {task.worker}")
             self.reader.release(entry.task_id)
+            self.lane.forget((entry.task_id, WORK))  # a result computed for it is not the next attempt's
             self.abandoned.add(entry.task_id)
             self.drop_space(entry.task_id)
             log.warning("task no longer ours", extra={**ident, "status": task.status.name})
@@ -172,6 +173,7 @@ class WorkerDaemon(Daemon):
                 # Offered again (a stage whose group was reset): what this worker computed for
                 # the earlier attempt is not this one's, and a run still going stops.
                 self.book.clear_result(entry.task_id, WORK)
+                self.lane.forget((entry.task_id, WORK))
                 self.abandoned.add(entry.task_id)
                 self.drop_space(entry.task_id)
                 log.info("offered again: the earlier attempt's result is dropped", extra=ident)

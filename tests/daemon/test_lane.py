@@ -183,3 +183,38 @@ def test_ready_countsFinishedComputationsUntilTaken():
     assert lane.take("fast", None) == "done"
     assert (lane.ready(), lane.busy()) == (1, 1)
     lane.close()
+
+
+def test_forget_dropsAFinishedOrQueuedValue_andTheNextTakeComputesAfresh():
+    """A task that stops being ours (an aggregation reset when a shard it read lost its
+    dispute) may come back as a new attempt with other inputs: what was computed for the
+    earlier one is never handed to it."""
+    lane = Lane("test")
+    runs = []
+
+    def compute(tag):
+        def run():
+            runs.append(tag)
+            return tag
+        return run
+
+    assert take_when_ready(lane, "agg", compute("first")) == "first"
+    with pytest.raises(Pending):
+        lane.take("agg", compute("stale"))  # asked, then the task was reset
+    while lane.ready() == 0:
+        threading.Event().wait(0.01)
+    lane.forget("agg")
+    assert lane.busy() == 0
+    assert take_when_ready(lane, "agg", compute("fresh")) == "fresh"
+    assert runs == ["first", "stale", "fresh"]
+    # a computation still queued behind a running one never runs once forgotten
+    release = threading.Event()
+    with pytest.raises(Pending):
+        lane.take("long", lambda: release.wait(WAIT_S))
+    with pytest.raises(Pending):
+        lane.take("queued", compute("never"))
+    lane.forget("queued")
+    release.set()
+    assert take_when_ready(lane, "long") is True
+    assert "never" not in runs
+    lane.forget("unknown")  # nothing asked for it: nothing to do

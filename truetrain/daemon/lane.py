@@ -72,6 +72,14 @@ class Lane:
         del self._jobs[key]
         return future.result()
 
+    def forget(self, key: Hashable) -> None:
+        """Drop the computation asked for ``key`` (its task is no longer ours, or came back
+        as a new attempt with other inputs): one still queued never runs, a running one's value
+        is dropped when it ends, and the next ``take`` for ``key`` starts afresh."""
+        future = self._jobs.pop(key, None)
+        if future is not None:
+            future.cancel()
+
     def ready(self) -> int:
         """How many computations have finished and wait to be taken."""
         return sum(1 for future in list(self._jobs.values()) if future.done())
