@@ -103,3 +103,20 @@ def test_watch_pin_nodeOfAnotherChainThanTheDeployment_refuses(own_devnet, accou
     with pytest.raises(DeploymentError) as caught:
         ChainWatch(other.url, deployment).pin()
     assert str(caught.value) == f"the deployment is for chain 31337, but the node at {other.url} is chain 31338"
+
+
+def test_watch_pinWithRetries_survivesDroppedRequests_andWithoutThemFailsInOneLine(own_devnet, accounts):
+    """A daemon starting behind a lossy link: the pin asks again for what was dropped (the
+    named faulty proxy drops every third request: a pin makes two); without retries the first
+    drop stands as RpcUnavailable."""
+    from truetrain.chain.flaky_rpc import FlakyRpcProxy
+
+    node = own_devnet()
+    deployment, _ = deployed_token(node, accounts)
+    with FlakyRpcProxy(node.url, every=3) as proxy:
+        for _ in range(2):  # requests 1-2, then 3 (dropped), 4-5
+            assert ChainWatch(proxy.url, deployment).pin(retries=4) == ChainMark(31337, genesis_of(node))
+        assert proxy.dropped == 1
+        with pytest.raises(RpcUnavailable, match="unavailable"):  # request 6 is dropped
+            ChainWatch(proxy.url, deployment).pin()
+        assert proxy.dropped == 2

@@ -24,6 +24,7 @@ from web3 import Web3
 from truetrain.chain.client import is_loopback
 from truetrain.chain.deployment import Deployment
 from truetrain.errors import DeploymentError, RpcUnavailable
+from truetrain.retry import RetriesExhausted, RetryPolicy, call_with_retries
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,15 @@ class ChainWatch:
             raise RpcUnavailable(f"JSON-RPC node at {self.rpc_url} gave an unreadable chain id or genesis block: "
                                  f"{chain_id!r}, {block!r}") from None
 
-    def pin(self) -> ChainMark:
-        """Take the node's chain as the one to stay on; it must be the deployment's chain."""
-        mark = self.mark()
+    def pin(self, retries: int = 0) -> ChainMark:
+        """Take the node's chain as the one to stay on; it must be the deployment's chain.
+        ``retries``: a call that got no answer (a dropped request) is tried again that many
+        more times, after a short, growing wait, before :class:`RpcUnavailable` stands."""
+        try:
+            mark = call_with_retries(self.mark, RetryPolicy(retries=retries, base_s=0.25, max_s=2.0),
+                                     is_retryable=lambda exc: isinstance(exc, RpcUnavailable))
+        except RetriesExhausted as exc:
+            raise exc.last from None
         if mark.chain_id != self.deployment.chain_id:
             raise DeploymentError(f"the deployment is for chain {self.deployment.chain_id}, but the node at "
                                   f"{self.rpc_url} is chain {mark.chain_id}")

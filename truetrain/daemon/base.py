@@ -62,6 +62,8 @@ POOL_EVENTS = ("VerifierWeightDeferred", "WorkerWeightDeferred")
 #: A task whose step failed this many times with a non-retryable error is given up on.
 MAX_ATTEMPTS = 5
 GAS_CEILING = 5_000_000
+#: Extra tries of the start's chain pin when the node gives no answer.
+PIN_RETRIES = 4
 RANDOM_PATH_GAS = 500_000
 
 
@@ -119,7 +121,9 @@ class Daemon(Membership):
         self.contracts = connect_deployment(client, self.settings.deployments)
         self.client = client
         watch = ChainWatch(self.settings.rpc_url, self.contracts.deployment)
-        watch.pin()  # the chain this daemon stays on: the deployment's, as the node is now
+        # The chain this daemon stays on: the deployment's, as the node is now (a request
+        # lost on the way is asked again, as every later look of the guard would be).
+        watch.pin(retries=PIN_RETRIES)
         self.chain = ChainGuard(watch, self.metrics.chain_changed, self.stop_event)
         client.while_waiting = self.chain.check  # a receipt wait on another chain ends at the next look
         self.market = self.contracts.market
