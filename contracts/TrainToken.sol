@@ -13,8 +13,9 @@ import {ITrainToken} from "./interfaces/ITrainToken.sol";
 contract TrainToken is ERC20, ERC20Permit, Ownable, ITrainToken {
     /// @notice Tokens the faucet gives per drip.
     uint256 public constant FAUCET_AMOUNT = 1_000 ether;
-    /// @notice Blocks between two drips to the same account.
-    uint256 public constant FAUCET_COOLDOWN_BLOCKS = 10;
+    /// @notice Blocks between two drips to the same account: a minute of the devnet's 0.25 s
+    /// blocks (10 blocks were 2.5 s there, a cooldown in name only).
+    uint256 public constant FAUCET_COOLDOWN_BLOCKS = 240;
 
     /// @inheritdoc ITrainToken
     bool public immutable devnet;

@@ -107,6 +107,15 @@ def test_transact_minedRevert_isDecodedByName(client, token, accounts):
     assert "reverted" in str(caught.value)
 
 
+def test_transact_minedOutOfGas_isARevertByName(client, token, accounts):
+    """A transaction mined with less gas than its path took (the block took a costlier path
+    than the estimate) comes back as ContractRevert("OutOfGas"), not a raw node error."""
+    with pytest.raises(ContractRevert) as caught:
+        client.transact(token.functions.mint(accounts[1].address, 1), accounts[0], gas=25_000)  # a mint writes two slots
+    assert caught.value.error == "OutOfGas"
+    assert "ran out of its 25,000 gas" in str(caught.value)
+
+
 def test_transact_whileWaitingRaises_endsTheReceiptWaitAndResyncsTheNonce(own_devnet, accounts, monkeypatch):
     monkeypatch.setattr(client_module, "WAITING_CHECK_S", 0.3)
     node = own_devnet()

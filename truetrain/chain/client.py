@@ -306,4 +306,11 @@ class ChainClient:
                 revert = _revert_from(exc)
                 return ContractRevert(revert.error, revert.error_args,
                                       message=f"transaction {hash_hex} reverted: {revert}")
+            except Web3RPCError as exc:
+                # The node could not run it within its gas: the block took a costlier path
+                # than the estimate (a pool weight that moved between the two, say).
+                if "OutOfGas" in str(exc):
+                    return ContractRevert("OutOfGas", (), message=f"transaction {hash_hex} ran out of its "
+                                          f"{int(tx['gas']):,} gas")
+                raise
         return ContractRevert("Reverted", (), message=f"transaction {hash_hex} reverted")

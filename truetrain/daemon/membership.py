@@ -76,7 +76,9 @@ class Membership:
             self.send("stake", stake.functions.stake(missing))
         pool = self.contracts.pool
         if not pool.functions.memberOf(self.address).call()[0]:
-            self.send("joinPool", pool.functions.joinPool())
+            # A pool weight may move between the estimate and the block (a hold starting or
+            # ending): the costlier path must fit.
+            self.send("joinPool", pool.functions.joinPool(), random_path=True)
 
     def heartbeat_if_due(self) -> None:
         """A heartbeat when the registry's last sight of us is ``heartbeat_blocks`` old. The
@@ -107,7 +109,7 @@ class Membership:
         pool = self.contracts.pool.functions
         if pool.verifiersHeld().call() or pool.workersHeld().call():
             return
-        self.send("refresh", pool.refresh(self.address))
+        self.send("refresh", pool.refresh(self.address), random_path=True)
         self.weight_deferred = bool(pool.memberOf(self.address).call()[2] & DEFERRED_MARKS)
 
     def start_declaring_network(self) -> None:

@@ -74,7 +74,8 @@ def leave_pool(net, index: int) -> None:
     pool, client = net.contracts.pool, net.contracts.client
     for _ in range(5):
         try:
-            client.transact(pool.functions.leavePool(), dev_account(index))
+            # (gas for the costlier path: a hold may start or end between estimate and block)
+            client.transact(pool.functions.leavePool(), dev_account(index), gas=500_000)
             return
         except TruetrainError:
             time.sleep(0.5)
