@@ -537,8 +537,7 @@ contract JobMarket is ReentrancyGuardTransient, IJobMarket {
         JobRecord storage j = _s.jobs[jobId];
         address worker = t.worker;
         bool audited = t.flags & FLAG_AUDITOR != 0;
-        // An aggregation that won its audit's game holds nothing any more (TaskFlow.FLAG_RELEASED).
-        bool holds = t.flags & TaskFlow.FLAG_RELEASED == 0 || uint32(id) != j.shards;
+        bool holds = TaskFlow.holdsCollateral(j, t, id);
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = TaskStatus.Finalized;
         TaskFlow.pay(_s, _deps(), j, jobId, t, id, audited);

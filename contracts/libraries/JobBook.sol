@@ -278,12 +278,10 @@ library JobBook {
         // A stage is paid with its group (TaskFlow.stageBlocker), an aggregation task once
         // every shard of its round is finalized.
         if (TaskFlow.isStage(j, id) && TaskFlow.stageBlocker(s, id, j.stages) != 0) return false;
-        bool aggregation = uint32(id) == j.shards;
-        if (aggregation && j.finalizedInRound != j.shards) return false;
+        if (uint32(id) == j.shards && j.finalizedInRound != j.shards) return false;
         address worker = t.worker;
         bool audited = t.flags & TaskFlow.FLAG_AUDITOR != 0;
-        // An aggregation that won its audit's game holds nothing any more (TaskFlow.FLAG_RELEASED).
-        bool holds = !aggregation || t.flags & TaskFlow.FLAG_RELEASED == 0;
+        bool holds = TaskFlow.holdsCollateral(j, t, id);
         // INVARIANT: a task is paid once: Finalized is terminal.
         t.status = IJobMarket.TaskStatus.Finalized;
         TaskFlow.pay(s, d, j, jobId, t, id, audited);

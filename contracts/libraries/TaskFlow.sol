@@ -463,6 +463,13 @@ library TaskFlow {
         sendBack(s, d, j, jobId, agg);
     }
 
+    /// @dev Whether finalized task `id` (`t`) still holds its worker's collateral: all do but an
+    /// aggregation task that won its audit's game (FLAG_RELEASED; the same bit on a stage is
+    /// FLAG_STALLED, which may still be set when a stage that reported a stall is paid).
+    function holdsCollateral(JobRecord storage j, IJobMarket.Task storage t, uint256 id) internal view returns (bool) {
+        return t.flags & FLAG_RELEASED == 0 || uint32(id) != j.shards;
+    }
+
     /// @dev Give task `t`'s worker its collateral `amount` back, and its pool slot while it
     /// still holds one (before its reveal: JobMarket.revealResult frees it).
     function returnCollateral(MarketDeps memory d, IJobMarket.Task storage t, uint256 amount) internal {

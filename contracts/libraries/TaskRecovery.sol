@@ -132,8 +132,9 @@ library TaskRecovery {
         if (block.number <= t.deadline || !TaskFlow.isStage(j, id)) revert IJobMarket.TaskNotClosable(id);
         uint256 missing = _unheldStage(s, id, j.stages);
         if (missing == 0) revert IJobMarket.TaskNotClosable(id);
-        TaskFlow.close(s, j, jobId, t, id);
+        // (Released while still in its window: its slot went at its reveal, its collateral now.)
         _releaseStage(s, d, j, id, missing);
+        TaskFlow.close(s, j, jobId, t, id);
     }
 
     /// @dev The first other stage of task `id`'s group that nobody holds (never drawn,
