@@ -375,7 +375,8 @@ interface IJobMarket {
     /// committed, an audit not committed), else as a slash.
     event TaskTimedOut(uint256 indexed taskId, address indexed account, TaskStatus phase, uint256 penalty);
     /// @notice The task went back to its job's pending queue (drawn first, oldest first, from
-    /// an offer ticket asked for after it came back).
+    /// an offer ticket asked for after it came back); an aggregation task goes back undrawn
+    /// instead, drawn again once every shard of its round is revealed.
     event TaskRequeued(uint256 indexed taskId, uint256 indexed jobId);
     /// @notice Stage task `taskId` was sent back with its group, unpaid and unpenalised (its
     /// worker's collateral released): stage task `causeTaskId` of the group failed after it
