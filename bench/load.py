@@ -41,6 +41,8 @@ from truetrain.market.views import JobView  # noqa: E402
 from truetrain.storage import StorageClient, StorageSettings, start_devnode, stop_devnode  # noqa: E402
 from truetrain.training import build_manifest, publish_dataset, run_task  # noqa: E402
 
+from load_phases import print_phases, round_phases  # noqa: E402  (bench/, beside this file)
+
 TOKEN = 10**18
 SUBMITTER = 1
 #: Windows in blocks of BLOCK_TIME_S: accept 15 s, compute and challenge 22.5 s, reveal 15 s.
@@ -263,6 +265,9 @@ def measure(net, shape, manifests, daemons, usage, killed, first, last, started,
         "bare_s": bare_training_s(net, next(iter(manifests.values()))),
         "usage": by_role, "killed": killed, "conserved": conserved, "escrow_left": left,
         "timeouts": phases(events(net, "market", "TaskTimedOut", first)), "home": net.home,
+        "rounds": round_phases({n: events(net, "market", n, first) for n in
+                                ("JobCreated", "TaskDrawn", "ResultRevealed", "RoundAdvanced")},
+                               {j: len(m.shards) for j, m in manifests.items()}, ts),
     }
 
 
@@ -291,6 +296,7 @@ def report(title: str, r: dict) -> None:
         cpu, mib = [c for c, _ in rows], [m for _, m in rows]
         print(f"  {role:9} x{len(rows):<3}          CPU {statistics.mean(cpu):.0f} s mean / {max(cpu):.0f} s max, "
               f"peak RSS {statistics.mean(mib):.0f} MiB mean / {max(mib):.0f} MiB max")
+    print_phases(r["rounds"])
     ok = r["conserved"] and r["duplicates"] == 0 and r["settled"] == r["expected"] and r["escrow_left"] == 0
     print(f"  checks                     conserved: {'yes' if r['conserved'] else 'NO'}; lost tasks: "
           f"{r['expected'] - r['settled']}; duplicate payouts: {r['duplicates']}; escrow left: "

@@ -91,6 +91,11 @@ class MarketNet:
         self.daemons.append(process)
         if wait:
             assert wait_for_log(process, f"{role} running", timeout=90), process.log_text()[-3000:]
+            log = process.log_text()
+            # the exact C kernels are built and self-tested before the daemon takes part,
+            # never inside its first task's compute window
+            kernels = log.find("exact C kernels on cpu: exact on every test vector")
+            assert 0 <= kernels < log.find(f"{role} running"), log[-3000:]
         return process
 
     def fund(self, *accounts: int, amount: int = 10_000 * TOKEN) -> None:

@@ -38,6 +38,7 @@ from truetrain.daemon.settings import DaemonSettings
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
 from truetrain.errors import ChainChanged, ContractRevert, TruetrainError
 from truetrain.hardware import detect
+from truetrain.training import native
 from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
 from truetrain.market import MarketReader, ResultBundle, TaskStatus
@@ -295,6 +296,10 @@ class Daemon(Membership):
         self.connect()
         keep_freed_memory()
         self.gemm = self.check_gemm()
+        # Build (once per machine: up to half a minute of gcc on a loaded CPU) and self-test
+        # the exact C kernels now, before the daemon takes part, not inside the compute
+        # window of its first task (an honest worker's first task used to time out there).
+        native.ready()
         self.profile = detect(gemm_route=self.gemm.route)
         if self.settings.memory_mib:  # share part of the machine: declare (and hold to) less
             self.profile = replace(self.profile, memory_mib=min(self.profile.memory_mib, self.settings.memory_mib))

@@ -17,6 +17,7 @@ compiled kernels of ``intgemm_fused`` take over.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import logging
 import os
@@ -85,13 +86,19 @@ def _compile() -> Path:
         raise OSError("no C compiler (cc) on PATH")
     digest = hashlib.sha256(source + " ".join([compiler] + FLAGS).encode() + _cpu_flags()).hexdigest()[:16]
     target = _cache_dir() / f"exact-kernels-{digest}.so"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            built = Path(tmp) / target.name
-            subprocess.run([compiler, *FLAGS, f"-I{HEADER.parent}", *map(str, sources), "-o", str(built), "-lm"], check=True,
-                           capture_output=True, timeout=120)
-            os.replace(built, target)  # atomic: processes racing here write the same bytes
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # One build a machine: daemons starting together wait for the first one's compile
+    # (twenty at once on two cores took minutes) instead of each running gcc.
+    with open(target.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                built = Path(tmp) / target.name
+                subprocess.run([compiler, *FLAGS, f"-I{HEADER.parent}", *map(str, sources), "-o", str(built), "-lm"],
+                               check=True, capture_output=True, timeout=120)
+                os.replace(built, target)  # atomic: a reader never sees a half-written library
     return target
 
 
