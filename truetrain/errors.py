@@ -119,6 +119,11 @@ class NumericsError(TrainingError, ValueError):
     tensor, a proof that does not open against its root, limbs the engine does not take)."""
 
 
+class TraceError(TrainingError, ValueError):
+    """A step's program cannot be derived from a manifest, or two traces cannot be compared
+    (truetrain/trace/)."""
+
+
 class PipelineError(TrainingError, ValueError):
     """A pipelined job's split or schedule cannot run as asked (layer boundaries, a model
     kind that does not split, a stage message that does not match its hash)."""

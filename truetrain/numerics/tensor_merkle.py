@@ -40,17 +40,22 @@ def canonical_bits(t: torch.Tensor) -> np.ndarray:
     return np.where((bits & 0x7FFFFFFF) > 0x7F800000, np.uint32(CANONICAL_NAN), bits)
 
 
+def chunked(t: torch.Tensor) -> tuple[int, bytes]:
+    """``(words, bytes)``: the tensor's words in the canonical layout, big-endian, the last
+    chunk zero-padded (what the leaves hash)."""
+    bits = canonical_bits(t)
+    if bits.size == 0:
+        raise NumericsError("a tensor root needs at least one element")
+    pad = (-bits.size) % CHUNK
+    return int(bits.size), np.concatenate([bits, np.zeros(pad, np.uint32)]).astype(">u4").tobytes()
+
+
 class TensorTree:
     """The Merkle tree of one float32 tensor in the canonical layout: its ``root`` and
     range openings (:meth:`open`)."""
 
     def __init__(self, t: torch.Tensor):
-        bits = canonical_bits(t)
-        self.numel = int(bits.size)
-        if self.numel == 0:
-            raise NumericsError("a tensor root needs at least one element")
-        pad = (-self.numel) % CHUNK
-        self.data = np.concatenate([bits, np.zeros(pad, np.uint32)]).astype(">u4").tobytes()
+        self.numel, self.data = chunked(t)
         count = len(self.data) // CHUNK_BYTES
         self.levels = tree_levels([leaf_node(keccak256(self.data[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES]))
                                    for i in range(count)])

@@ -1,0 +1,108 @@
+"""A step's trace against the step (issue 28's bar: building the trace, with every output's
+root, takes at most 3x a plain step): for the digits MLP (batch 32) and the default LM
+(d256 x 4 layers, batch 8 x 128), the best-of-several time of a plain repro step
+(``TrainRun.run_step``, as a worker runs it) and of ``build_trace`` from the same
+checkpoint, their ratio, the share of the trace's time spent on tensor roots, and each
+one's peak memory (VmHWM of a child process that does only that). Run:
+``python bench/trace.py`` (``--model mlp`` for one model)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from truetrain.errors import TraceError  # noqa: E402
+from truetrain.hashing import keccak256, to_hex32  # noqa: E402
+from truetrain.trace import build_trace, derive  # noqa: E402
+from truetrain.trace import roots  # noqa: E402
+from truetrain.training import build_manifest, prepare_dataset, task_start  # noqa: E402
+from truetrain.training.trainer import TrainRun, as_shard  # noqa: E402
+
+REPEATS = 5
+
+
+def _ref(data: bytes, samples: int) -> dict:
+    return {"cid": "bafk" + keccak256(data).hex()[:24], "hash": to_hex32(keccak256(data)), "samples": samples}
+
+
+def job(model: str):
+    """(manifest, shard bytes) of the benchmarked job."""
+    if model == "lm":
+        from truetrain.training.text import TEXT_MAGIC, demo_corpus, encode_text_shard
+
+        shard = encode_text_shard(demo_corpus(200_000))
+        spec = {"kind": "lm", "d_model": 256, "n_layers": 4, "n_heads": 4, "seq_len": 128}
+        ref = _ref(shard, len(shard) - len(TEXT_MAGIC))
+        return build_manifest(name="bench-trace-lm", seed=3, numeric_mode="repro", model=spec,
+                              optimizer={"kind": "adamw", "lr": 0.004}, batch_size=8,
+                              steps_per_task=1, checkpoint_interval=1, rounds=1, shards=[ref], test_set=ref), shard
+    shards, test = prepare_dataset("digits", num_shards=1, seed=3)
+    from truetrain.training import decode_shard
+
+    return build_manifest(name="bench-trace-mlp", seed=3, numeric_mode="repro",
+                          model={"kind": "mlp", "widths": [64, 128, 10]},
+                          optimizer={"kind": "sgd", "lr": 0.1, "momentum": 0.9}, batch_size=32, steps_per_task=1,
+                          checkpoint_interval=1, rounds=1, shards=[_ref(shards[0], len(decode_shard(shards[0])))],
+                          test_set=_ref(test, len(decode_shard(test)))), shards[0]
+
+
+def measure(model: str, what: str) -> dict:
+    """Best-of-REPEATS seconds of ``what`` (``step`` or ``trace``), in this process."""
+    manifest, shard_bytes = job(model)
+    shard = as_shard(shard_bytes, manifest)
+    ckpt = task_start(manifest, None, 0, 0)
+    program = derive(manifest) if what == "trace" else None
+    best, hashing = float("inf"), 0.0
+    for i in range(REPEATS + 1):  # the first run warms kernels up, untimed
+        if what == "step":
+            run = TrainRun(manifest, shard, ckpt)
+            start = time.perf_counter()
+            run.run_step()
+        else:
+            roots.SECONDS = 0.0
+            start = time.perf_counter()
+            build_trace(manifest, shard, ckpt, program=program)
+        took = time.perf_counter() - start
+        if i and took < best:
+            best, hashing = took, roots.SECONDS
+    peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    return {"seconds": best, "roots_s": hashing, "peak_mib": int(peak.split()[1]) / 1024,
+            "entries": len(program) if program else 0}
+
+
+def child(model: str, what: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", model, what], capture_output=True, text=True,
+                         check=True, timeout=1800)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["mlp", "lm"], action="append")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(*args.child)))
+        return
+    print(f"{'model':6} {'entries':>7} {'step ms':>9} {'trace ms':>9} {'ratio':>6} {'roots ms':>9} "
+          f"{'step MiB':>9} {'trace MiB':>9}")
+    for model in args.model or ["mlp", "lm"]:
+        try:
+            derive(job(model)[0])
+        except TraceError as exc:
+            print(f"{model:6} not derived yet: {exc}")
+            continue
+        step, trace = child(model, "step"), child(model, "trace")
+        print(f"{model:6} {trace['entries']:>7} {step['seconds'] * 1e3:>9.1f} {trace['seconds'] * 1e3:>9.1f} "
+              f"{trace['seconds'] / step['seconds']:>5.1f}x {trace['roots_s'] * 1e3:>9.1f} "
+              f"{step['peak_mib']:>9.0f} {trace['peak_mib']:>9.0f}")
+
+
+if __name__ == "__main__":
+    main()

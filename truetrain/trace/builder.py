@@ -1,0 +1,188 @@
+"""A step's trace: the program (:mod:`.program`) evaluated by the engine, one application at
+a time (:mod:`.kinds`), with every output's tensor root (docs/onestep.md, levels 1 and 2).
+
+Nothing here runs on a worker's normal path: a party builds the trace of the one step a
+dispute has narrowed to, from the checkpoint before it (its state), the shard (its batch)
+and the manifest (its program). Level 1 compares state roots, level 2 the trace's entries
+(:func:`first_divergence`), level 3 descends one output's tree (:class:`TensorTree`, kept
+for the entries asked for with ``keep``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from eth_abi import encode
+
+from ..errors import TraceError
+from ..hashing import keccak256
+from ..training.checkpoint import Checkpoint
+from ..training.gemm_check import engine_for
+from ..training.manifest import load_manifest
+from ..training.merkle import merkle_root
+from ..training.trainer import BatchFeed, as_checkpoint, as_shard
+from .kinds import Context, evaluate
+from .program import APP, BATCH, STATE, Program, derive
+from .roots import tensor_root
+
+
+def committed(t: torch.Tensor) -> torch.Tensor:
+    """The tensor as its tree holds it: float32 / float64 as they are, integer ids and labels
+    as their int32 words (viewed as float32)."""
+    if t.is_floating_point():
+        return t
+    return t.to(torch.int32).view(torch.float32)
+
+
+@dataclass
+class Trace:
+    """One step's commitments. ``roots[t]``: entry ``t``'s output root; ``state_roots``: the
+    state tensors' roots before the step (``state_root`` their Merkle root, level 1's
+    commitment) and ``next_state_root`` after it; ``outputs``: the kept entries' tensors."""
+
+    step: int
+    program_root: bytes
+    roots: list[bytes]
+    state_roots: list[bytes]
+    batch_roots: list[bytes]
+    next_state_roots: list[bytes]
+    outputs: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
+    state: list[torch.Tensor] = field(default_factory=list, repr=False)
+    batch: list[torch.Tensor] = field(default_factory=list, repr=False)
+
+    @property
+    def state_root(self) -> bytes:
+        return merkle_root(self.state_roots)
+
+    @property
+    def next_state_root(self) -> bytes:
+        return merkle_root(self.next_state_roots)
+
+    def leaves(self) -> list[bytes]:
+        """Level 2's leaves: ``keccak256(abi.encode(uint256 t, bytes32 root_t))``."""
+        return [keccak256(encode(["uint256", "bytes32"], [t, r])) for t, r in enumerate(self.roots)]
+
+    def root(self) -> bytes:
+        """The trace root: the Merkle root over the entries ``(t, output root)``."""
+        return merkle_root(self.leaves())
+
+    def tensor(self, ref) -> torch.Tensor:
+        """An input's tensor (an entry's only where kept)."""
+        if ref.source == STATE:
+            return self.state[ref.index]
+        if ref.source == BATCH:
+            return self.batch[ref.index]
+        if ref.index not in self.outputs:
+            raise TraceError(f"entry {ref.index}'s output was not kept")
+        return self.outputs[ref.index]
+
+
+def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep: bool | set[int] = False,
+                edit: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
+                program: Program | None = None) -> Trace:
+    """The trace of the step from ``ckpt`` (its step's batch of ``shard``): every entry of the
+    program evaluated by the engine and its output's root. ``keep``: the entries whose
+    outputs to keep (True: all); the state and batch tensors are kept either way. ``edit``
+    (a deliberately faulty step, for tests): ``edit(t, output)`` replaces entry ``t``'s
+    output before it is committed to and read."""
+    manifest = load_manifest(manifest)
+    ckpt = as_checkpoint(ckpt)
+    program = program or derive(manifest)
+    dev = torch.device(device or "cpu")
+    feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
+    batch = list(feed.batch(ckpt.rng_key, ckpt.step))
+    try:
+        state = [ckpt.tensors[name].to(dev) for name in program.state]
+    except KeyError as exc:
+        raise TraceError(f"the checkpoint holds no state tensor {exc}") from None
+    ctx = Context(engine_for(dev), manifest.limbs)
+    last_use = _last_uses(program)
+    live: dict[int, torch.Tensor] = {}
+    kept: dict[int, torch.Tensor] = {}
+    memo: dict[tuple, tuple] = {}
+    last_of = {(a.kind, a.inputs, a.attributes): t for t, a in enumerate(program.entries)}
+    roots = []
+    for t, app in enumerate(program.entries):
+        key = (app.kind, app.inputs, app.attributes)
+        if key not in memo:
+            ins = [_input(r, live, state, batch) for r in app.inputs]
+            memo[key] = evaluate(app.kind, ins, app.attrs, ctx)
+        out = memo[key][app.output]
+        if tuple(out.shape) != app.shape:
+            raise TraceError(f"entry {t} ({app.label}): the engine gave {tuple(out.shape)}, the program says {app.shape}")
+        if edit is not None:
+            out = edit(t, out)
+        roots.append(tensor_root(committed(out)))
+        live[t] = out
+        if keep is True or (keep and t in keep):
+            kept[t] = out
+        for done in last_use.get(t, ()):  # outputs no later entry reads
+            live.pop(done, None)
+        if last_of[key] == t:  # a multi-output kind's last entry
+            del memo[key]
+    state_roots = [tensor_root(committed(s)) for s in state]
+    next_roots = list(state_roots)
+    for s, t in program.updates.items():
+        next_roots[s] = roots[t]
+    return Trace(ckpt.step, program.root(), roots, state_roots, [tensor_root(committed(b)) for b in batch],
+                 next_roots, kept, state, batch)
+
+
+def updated_state(program: Program, trace: Trace) -> dict[str, torch.Tensor]:
+    """The state tensors the update entries give (kept outputs), by checkpoint name."""
+    return {program.state[s]: trace.outputs[t] for s, t in program.updates.items()}
+
+
+def _input(ref, live, state, batch) -> torch.Tensor:
+    if ref.source == APP:
+        return live[ref.index]
+    return state[ref.index] if ref.source == STATE else batch[ref.index]
+
+
+def _last_uses(program: Program) -> dict[int, list[int]]:
+    """entry t -> the outputs whose last reader is t (an update's output: never dropped)."""
+    last: dict[int, int] = {}
+    for t, app in enumerate(program.entries):
+        for r in app.inputs:
+            if r.source == APP:
+                last[r.index] = t
+    for t in range(len(program.entries)):
+        last.setdefault(t, t)
+    out: dict[int, list[int]] = {}
+    for src, t in last.items():
+        out.setdefault(t, []).append(src)
+    return out
+
+
+def first_divergence(a: Trace, b: Trace) -> int | None:
+    """The first entry whose output roots differ (level 2's end), by bisection over the
+    prefixes of the two traces (hash chains, as the game's moves compare one commitment a
+    round); None when the traces agree. Traces of different programs or steps cannot be
+    compared (:class:`TraceError`)."""
+    if a.program_root != b.program_root or len(a.roots) != len(b.roots) or a.step != b.step:
+        raise TraceError("traces of different programs or steps")
+    ca, cb = _chain(a.roots), _chain(b.roots)
+    if ca[-1] == cb[-1]:
+        return None
+    lo, hi = 0, len(a.roots) - 1  # the prefixes up to hi differ; find the first that does
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ca[mid] == cb[mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _chain(roots: list[bytes]) -> list[bytes]:
+    """``h_t = keccak256(h_{t-1} ‖ root_t)`` from 32 zero bytes: h_t commits to entries 0..t."""
+    out, h = [], bytes(32)
+    for r in roots:
+        h = keccak256(h + r)
+        out.append(h)
+    return out
+
+
+__all__ = ["Trace", "build_trace", "committed", "first_divergence", "updated_state"]

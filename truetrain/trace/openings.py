@@ -1,0 +1,120 @@
+"""The one-step transaction of one element of one entry, from a trace: the function of the
+kind's verifier (contracts/numerics/OneStep*.sol, exposed by the harnesses in
+contracts/test/), its arguments in their ABI (tensor descriptors ``(root, rows, cols)`` and
+range openings ``(chunks, proof)`` against the inputs' roots), and the element's value in
+the trace. The inputs' tensors come from the trace (``build_trace(..., keep=...)`` with the
+entry's input entries kept); their trees are rebuilt here.
+
+A tensor is described as 2-D: a 0-dim one (1, 1), a vector (1, n), else (its first
+dimension, the rest); a float64 tensor's columns are its words (two an element)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import TraceError
+from ..numerics.tensor_merkle import TensorTree, canonical_bits
+from .builder import Trace, committed
+from .program import Program
+
+
+@dataclass(frozen=True)
+class OneStepCall:
+    """``function(*args)`` of the kind's verifier; its result (or result[``pick``] for a
+    kind of several outputs) is ``want`` when the trace's element is the chain's."""
+
+    contract: str
+    function: str
+    args: tuple
+    want: int
+    pick: int | None = None
+
+    def result(self, got) -> int:
+        return int(got if self.pick is None else list(got)[self.pick])
+
+
+def _dims(t: torch.Tensor) -> tuple[int, int]:
+    words = 2 if t.dtype == torch.float64 else 1
+    if t.dim() == 0:
+        return 1, words
+    if t.dim() == 1:
+        return 1, t.numel() * words
+    return t.shape[0], t.numel() // t.shape[0] * words
+
+
+class _Tensor:
+    """One input: its tree, descriptor and openings."""
+
+    def __init__(self, t: torch.Tensor):
+        self.t = committed(t)
+        self.tree = TensorTree(self.t)
+        self.rows, self.cols = _dims(self.t)
+
+    @property
+    def desc(self):
+        return ("0x" + self.tree.root.hex(), self.rows, self.cols)
+
+    def open(self, start: int, count: int = 1):
+        chunks, proof = self.tree.open(start, count)
+        return (chunks, ["0x" + p.hex() for p in proof])
+
+    def row(self, i: int):
+        return self.open(i * self.cols, self.cols)
+
+
+def one_step_call(program: Program, trace: Trace, t: int, element: int) -> OneStepCall:
+    """The verifier call recomputing element ``element`` (flat, row-major; a float64
+    tensor's element, not word) of entry ``t``'s output from its inputs."""
+    app = program.entries[t]
+    if t not in trace.outputs:
+        raise TraceError(f"entry {t}'s output was not kept")
+    out = trace.outputs[t]
+    bits = canonical_bits(committed(out))
+    want = int(bits[2 * element]) << 32 | int(bits[2 * element + 1]) if app.words == 2 else int(bits[element])
+    ins = [_Tensor(trace.tensor(r)) for r in app.inputs]
+    cols = out.shape[-1] if out.dim() else 1
+    i, j = divmod(element, cols)
+    at = app.attrs
+    if app.kind == "linear":
+        a, bt = ins[0], ins[1]
+        bias = ins[2] if at["bias"] else None
+        none = ("0x" + "00" * 32, 0, 0)
+        args = (a.desc, bt.desc, bias.desc if bias else none, at["limbs"], i, j, a.row(i), bt.row(j),
+                bias.open(j) if bias else (b"", []))
+        return OneStepCall("OneStepGemmHarness", "linearElement", args, want)
+    if app.kind == "relu":
+        return OneStepCall("OneStepElementwiseHarness", "reluElement", (ins[0].desc, element, ins[0].open(element)),
+                           want, app.output)
+    if app.kind == "apply_mask":
+        return OneStepCall("OneStepElementwiseHarness", "applyMaskElement",
+                           ([x.desc for x in ins], element, [x.open(element) for x in ins]), want)
+    if app.kind == "permute":
+        shape, perm = list(at["shape"]), list(at["perm"])
+        src = int(np.arange(ins[0].t.numel()).reshape(shape).transpose(perm).reshape(-1)[element])
+        return OneStepCall("OneStepElementwiseHarness", "permuteElement",
+                           (ins[0].desc, shape, perm, element, ins[0].open(src)), want)
+    if app.kind == "column_sum":
+        return OneStepCall("OneStepExactSumHarness", "columnSumElement", (ins[0].desc, element, ins[0].row(element)),
+                           want)
+    if app.kind == "xent_partial_sum":
+        return OneStepCall("OneStepXentHarness", "partialSumElement", (ins[0].desc, at["width"], i, j, ins[0].row(i)),
+                           want)
+    if app.kind in ("xent_grad", "xent_loss"):
+        row = element if app.kind == "xent_loss" else i
+        descs, opens = [x.desc for x in ins], [ins[0].row(row), ins[1].row(row), ins[2].open(row)]
+        if app.kind == "xent_loss":
+            return OneStepCall("OneStepXentHarness", "lossElement", (descs, row, opens), want)
+        return OneStepCall("OneStepXentHarness", "gradElement", (descs, at["total_rows"], i, j, opens), want)
+    if app.kind == "sgd":
+        s = (_f32(at["lr"]), _f32(at["weight_decay"]), _f32(at["momentum"]))
+        descs = [x.desc for x in ins] + [("0x" + "00" * 32, 0, 0)] * (3 - len(ins))
+        opens = [x.open(element) for x in ins] + [(b"", [])] * (3 - len(ins))
+        return OneStepCall("OneStepOptimHarness", "sgdElement", (s, descs, element, opens), want, app.output)
+    raise TraceError(f"no one-step call for the kind {app.kind!r} here")
+
+
+def _f32(v: float) -> int:
+    return int(np.float32(v).view(np.uint32))
