@@ -8,6 +8,7 @@ time of repro against stock for the default-size LM. Run: ``make bench-lm`` (~6 
 from __future__ import annotations
 
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -78,7 +79,9 @@ def market_run(*extra: str) -> tuple[dict, str]:
         if proc.returncode != 0:
             raise SystemExit(f"the market run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         summary = json.loads((Path(tmp) / "summary.json").read_text())
+    job = re.search(r"completed ([0-9.]+) s after its submission", proc.stdout)
     return ({"bpb": [r["test_bits_per_byte"] for r in summary["per_round"]], "wall_s": wall,
+             "job_s": float(job.group(1)) if job else float("nan"),
              "hash": summary["final_checkpoint"]["hash"], "rss_mib": float("nan")}, proc.stdout)
 
 
@@ -133,6 +136,9 @@ def main() -> None:
     gap = (repro["bpb"][-1] - stock["bpb"][-1]) / stock["bpb"][-1]
     print(f"\nrepro vs stock final held-out loss: {gap:+.2%} (bar: within 2 %); "
           f"market == local repro: {'yes' if market['hash'] == repro['hash'] else 'NO'}")
+    print(f"through the market: {market['wall_s']:.1f} s in all ({market['wall_s'] / repro['wall_s']:.1f}x local repro), "
+          f"of which the job {market['job_s']:.1f} s from its submission to its completion "
+          f"({market['job_s'] / repro['wall_s']:.1f}x); the rest is the devnet, the daemons and the timed replay")
     print("\nPer training step, default LM (d256 x 4 layers, 3.3 M parameters, batch 8 x 128 bytes)")
     print(f"{'threads':>7} {'stock ms':>9} {'repro ms':>9} {'ratio':>6}")
     for threads in (1, 2):

@@ -264,6 +264,7 @@ def measure(net, shape, manifests, daemons, usage, killed, first, last, started,
         "work_s": statistics.median(work) if work else float("nan"),
         "bare_s": bare_training_s(net, next(iter(manifests.values()))),
         "usage": by_role, "killed": killed, "conserved": conserved, "escrow_left": left,
+        "methods": net.proxy.methods.most_common(6),
         "timeouts": phases(events(net, "market", "TaskTimedOut", first)), "home": net.home,
         "rounds": round_phases({n: events(net, "market", n, first) for n in
                                 ("JobCreated", "TaskDrawn", "ResultRevealed", "RoundAdvanced")},
@@ -289,6 +290,8 @@ def report(title: str, r: dict) -> None:
           f"p95 {r['latency_blocks'][1]} blocks / {r['latency_s'][1]} s")
     print(f"  gas per settled task       {r['gas_per_task']:,.0f} (every daemon transaction after the jobs were created)")
     print(f"  RPC calls per task         {r['rpc_per_task']:,.0f}" + (f" ({r['dropped']:,} dropped)" if r["dropped"] else ""))
+    per = max(1, r["settled"])
+    print("    by method                " + ", ".join(f"{m} {n / per:.0f}" for m, n in r["methods"]))
     print(f"  accepted -> committed      {r['work_s']:.1f} s median, against {r['bare_s']:.2f} s training it bare")
     print(f"  time-outs                  {r['timeouts']}" + (f"; killed workers {r['killed']}" if r["killed"] else "")
           + f" (logs in {r['home']})")
@@ -307,6 +310,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--faults-only", action="store_true", help="only the run with faults")
+    parser.add_argument("--no-faults", action="store_true", help="only the run without faults")
     parser.add_argument("--timeout", type=float, default=2400.0, help="seconds a run may take")
     parser.add_argument("--model", choices=["digits", "lm"], default="digits",
                         help="the jobs' model: digits MLP, or a byte-level transformer LM (d32, 1 layer)")
@@ -317,8 +321,9 @@ def main() -> None:
           f"{shape.steps} steps a task; {os.cpu_count()} CPUs")
     if not args.faults_only:
         report("Run 1: no faults", run(shape, drop_every=0, kill=0, timeout_s=args.timeout))
-    report("Run 2: 5 % of RPC calls dropped, 2 workers killed mid-run",
-           run(shape, drop_every=20, kill=2, timeout_s=args.timeout))
+    if not args.no_faults:
+        report("Run 2: 5 % of RPC calls dropped, 2 workers killed mid-run",
+               run(shape, drop_every=20, kill=2, timeout_s=args.timeout))
 
 
 if __name__ == "__main__":

@@ -11,12 +11,8 @@ gives the roots (logged once): the same roots, slower."""
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -24,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ..numerics.tensor_merkle import CHUNK_BYTES, TensorTree, chunked
-from ..training.native import _cache_dir
+from ..training.native import build_library
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("root_kernel.c")
@@ -37,18 +33,7 @@ _state: dict[str, object] = {}
 
 
 def _build() -> ctypes.CDLL:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        raise OSError("no C compiler (cc) on PATH")
-    source = SOURCE.read_bytes()
-    target = _cache_dir() / f"tensor-root-{hashlib.sha256(source + ' '.join([compiler] + FLAGS).encode()).hexdigest()[:16]}.so"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            built = Path(tmp) / target.name
-            subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built)], check=True, capture_output=True,
-                           timeout=120)
-            os.replace(built, target)
+    target = build_library("tensor-root", [SOURCE], FLAGS)
     lib = ctypes.CDLL(str(target))
     lib.tt_tensor_root.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p]
     lib.tt_tensor_root.restype = ctypes.c_int

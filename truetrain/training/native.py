@@ -75,17 +75,18 @@ def _cache_dir() -> Path:
     return Path(base) / "truetrain"
 
 
-def _compile() -> Path:
-    """The shared library for this source and these flags (compiled once per machine)."""
-    sources = [SOURCE, CHAIN_SOURCE, PLANE_SOURCE, LINEAR_SOURCE, BMM_SOURCE, COLUMN_SOURCE, NET_SOURCE]
-    # the header each source includes lies beside it (a test's faulty copy beside its own)
-    headers = sorted({path.with_name(HEADER.name) for path in sources if path.with_name(HEADER.name).exists()})
-    source = b"".join(path.read_bytes() for path in [*sources, *headers])
+def build_library(name: str, sources: list[Path], flags: list[str], *, extra: tuple[Path, ...] = (),
+                  args: tuple[str, ...] = ()) -> Path:
+    """The shared library ``name-<digest>.so`` built from ``sources`` with ``flags`` (and
+    ``args`` after the sources) in the kernel cache, compiled once per machine: the digest
+    covers the sources, the ``extra`` files they include, the compiler, the flags and the
+    CPU's feature flags."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc) on PATH")
-    digest = hashlib.sha256(source + " ".join([compiler] + FLAGS).encode() + _cpu_flags()).hexdigest()[:16]
-    target = _cache_dir() / f"exact-kernels-{digest}.so"
+    source = b"".join(path.read_bytes() for path in [*sources, *extra])
+    digest = hashlib.sha256(source + " ".join([compiler, *flags, *args]).encode() + _cpu_flags()).hexdigest()[:16]
+    target = _cache_dir() / f"{name}-{digest}.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -96,10 +97,18 @@ def _compile() -> Path:
         if not target.exists():
             with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
                 built = Path(tmp) / target.name
-                subprocess.run([compiler, *FLAGS, f"-I{HEADER.parent}", *map(str, sources), "-o", str(built), "-lm"],
+                subprocess.run([compiler, *flags, *map(str, sources), "-o", str(built), *args],
                                check=True, capture_output=True, timeout=120)
                 os.replace(built, target)  # atomic: a reader never sees a half-written library
     return target
+
+
+def _compile() -> Path:
+    """The exact kernels' shared library for these sources and flags."""
+    sources = [SOURCE, CHAIN_SOURCE, PLANE_SOURCE, LINEAR_SOURCE, BMM_SOURCE, COLUMN_SOURCE, NET_SOURCE]
+    # the header each source includes lies beside it (a test's faulty copy beside its own)
+    headers = sorted({path.with_name(HEADER.name) for path in sources if path.with_name(HEADER.name).exists()})
+    return build_library("exact-kernels", sources, [*FLAGS, f"-I{HEADER.parent}"], extra=tuple(headers), args=("-lm",))
 
 
 def _load() -> ctypes.CDLL:
