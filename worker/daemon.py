@@ -7,8 +7,10 @@
   (device class, memory), after a warm-up step of a model that compiles kernels
   (truetrain.daemon.warmup). Inputs that cannot be fetched (altered, not found, or not
   served in time) are the submitter's fault, not a reason to be bound to the task: the
-  worker declines the offer (``declineTask``) once instead;
-* Running  → compute the result (train a shard, data-parallel on ``--devices N`` ranks for
+  worker declines the offer (``declineTask``) once instead. A task that is not a stage
+  starts training in the lane as soon as the accept is mined, in the same step (and the
+  loop wakes when the lane finishes, not a poll later);
+* Running  → compute the result (or take the one started at the accept) (train a shard, data-parallel on ``--devices N`` ranks for
   a repro job (truetrain.training.launch: the bits of one), run its stage of a pipelined shard with
   the group's other stages, or aggregate the round) and publish it in
   the background lane (truetrain.daemon.lane; the loop keeps defending games meanwhile),
@@ -96,6 +98,8 @@ class WorkerDaemon(Daemon):
         self._spaces: dict[int, str] = {}
         #: stage tasks taken from this worker while their stage ran: the run stops waiting
         self.abandoned: set[int] = set()
+        #: tasks whose computation started with their accept, by the offer's accept deadline
+        self._early: dict[int, int] = {}
 
     def complete_profile(self, profile):
         """Serve the mailbox of this worker's pipeline stages and declare where it is, and
@@ -169,7 +173,8 @@ class WorkerDaemon(Daemon):
             return
         market = self.market.functions
         if task.status == TaskStatus.OFFERED:
-            if entry.root is not None or entry.task_id in self._spaces:
+            if (entry.root is not None or entry.task_id in self._spaces
+                    or self._early.get(entry.task_id, task.deadline) != task.deadline):
                 # Offered again (a stage whose group was reset): what this worker computed for
                 # the earlier attempt is not this one's, and a run still going stops.
                 self.book.clear_result(entry.task_id, WORK)
@@ -177,19 +182,14 @@ class WorkerDaemon(Daemon):
                 self.abandoned.add(entry.task_id)
                 self.drop_space(entry.task_id)
                 log.info("offered again: the earlier attempt's result is dropped", extra=ident)
-            try:
-                refusal = self.refusal(task)
-                if refusal is None:
-                    self.reader.hold(entry.task_id)  # before it is bound to them
-            except UNFETCHABLE as exc:
-                self.decline(entry, task, exc)
+            if not self.take_up(entry, task):
                 return
-            if refusal is not None:
-                self.book.close_entry(entry.task_id, WORK, "lost", refusal)
-                log.warning("declined offer: %s", refusal, extra=ident)
-                return
-            self.warmups.ensure(task.job_id)  # before the compute window's clock starts
             self.send("acceptTask", market.acceptTask(entry.task_id))
+            if not self.reader.is_stage_task(entry.task_id):
+                # Train at once, in this step, rather than on the tick that reads the task as
+                # Running (a poll later). It is this offer's: one made again drops it above.
+                self._early[entry.task_id] = task.deadline
+                self.lane.start((entry.task_id, WORK), lambda: self.compute_and_publish(entry.task_id))
         elif task.status == TaskStatus.RUNNING:
             try:
                 entry = self.ensure_result(entry)
@@ -213,6 +213,24 @@ class WorkerDaemon(Daemon):
                 log.error("cannot reveal: no salt in the book", extra=ident)
                 return
             self.send("revealResult", market.revealResult(entry.task_id, entry.root, entry.cid, entry.salt))
+
+    def take_up(self, entry: Entry, task) -> bool:
+        """Before accepting an offer: refuse it (False), or hold its inputs and warm up for
+        its model (True)."""
+        ident = {"task": str(entry.task_id)}
+        try:
+            refusal = self.refusal(task)
+            if refusal is None:
+                self.reader.hold(entry.task_id)  # before it is bound to them
+        except UNFETCHABLE as exc:
+            self.decline(entry, task, exc)
+            return False
+        if refusal is not None:
+            self.book.close_entry(entry.task_id, WORK, "lost", refusal)
+            log.warning("declined offer: %s", refusal, extra=ident)
+            return False
+        self.warmups.ensure(task.job_id)  # before the compute window's clock starts
+        return True
 
     def decline(self, entry: Entry, task, exc: Exception) -> None:
         """The task's inputs cannot be fetched: decline the offer (its accept penalty, burned,
@@ -330,7 +348,9 @@ class WorkerDaemon(Daemon):
         return where
 
     def drop_space(self, task_id: int) -> None:
-        """Forget the records a stage task of this worker posted (the task is over for it)."""
+        """Forget the records a task of this worker kept (the task or this attempt at it is
+        over for it): a stage task's mailbox space, the offer its training started for."""
+        self._early.pop(task_id, None)
         space = self._spaces.pop(task_id, None)
         if space is not None and self.mailbox is not None:
             self.mailbox.drop(space)

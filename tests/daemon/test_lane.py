@@ -218,3 +218,33 @@ def test_forget_dropsAFinishedOrQueuedValue_andTheNextTakeComputesAfresh():
     assert take_when_ready(lane, "long") is True
     assert "never" not in runs
     lane.forget("unknown")  # nothing asked for it: nothing to do
+
+
+def test_start_runsOnce_andTakeGetsItsValue_andOnDoneWakesTheLoop():
+    woke = threading.Event()
+    lane = Lane("test", on_done=woke.set)
+    runs = []
+
+    def train():
+        runs.append(1)
+        return b"root", "cid"
+
+    lane.start(("task", "work"), train)
+    lane.start(("task", "work"), train)  # asked again before it ran: nothing more starts
+    assert woke.wait(WAIT_S)  # the computation ended: the loop is woken
+    assert lane.ready() == 1
+    assert lane.take(("task", "work"), train) == (b"root", "cid")  # the early start's value, no new run
+    assert runs == [1]
+    assert lane.busy() == 0
+    lane.close()
+
+
+def test_start_thenForget_dropsTheValue_andTheNextTakeStartsAfresh():
+    lane = Lane("test")
+    lane.start(("task", "work"), lambda: "first attempt")
+    take_when_ready(lane, ("warm",), lambda: None)  # the lane ran past the early start
+    lane.forget(("task", "work"))  # the offer was made again: its result is not this attempt's
+    with pytest.raises(Pending):
+        lane.take(("task", "work"), lambda: "second attempt")
+    assert take_when_ready(lane, ("task", "work")) == "second attempt"
+    lane.close()

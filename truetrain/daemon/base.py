@@ -94,6 +94,9 @@ class Daemon(Membership):
         self.account = load_account(settings.key, settings.keystore, settings.account_index)
         self.address = self.account.address
         self.stop_event = threading.Event()
+        #: set when the loop should tick before its poll interval is out (a computation
+        #: ended in the lane, or a stop was asked for)
+        self.wake = threading.Event()
         self.metrics = Metrics(self.role)
         self.state_dir = settings.state_path(self.address)
         self.book = Book(self.state_dir / "book.sqlite")
@@ -101,7 +104,7 @@ class Daemon(Membership):
         self.keeper = Keeper(self) if settings.keeper else None
         self.faults = Faults.from_env()
         #: Training and replays run here, so the loop keeps moving games meanwhile.
-        self.lane = Lane(f"{self.role}-lane", threads=self.lane_threads())
+        self.lane = Lane(f"{self.role}-lane", threads=self.lane_threads(), on_done=self.wake.set)
         self.ticks = 0
         self.tick_block: int | None = None  # the chain's height when the last full pass began
         self._last_seen = -(2**63)  # the registry's lastSeenBlock for us, as last read or sent
@@ -327,6 +330,7 @@ class Daemon(Membership):
         def stop(signum, _frame):
             log.info("signal %d: finishing the current transaction, then stopping", signum)
             self.stop_event.set()
+            self.wake.set()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
@@ -347,7 +351,9 @@ class Daemon(Membership):
                         # A transaction sent as the chain changed moved a cached nonce ahead.
                         self.client.nonces.resync_all()
                     continue
-                self.stop_event.wait(max(0.0, self.settings.poll_interval_s - (time.monotonic() - started)))
+                # A result the lane just finished is committed on the next tick, not a poll later.
+                self.wake.wait(max(0.0, self.settings.poll_interval_s - (time.monotonic() - started)))
+                self.wake.clear()
         finally:
             self.close()
         log.info("%s stopped", self.role)

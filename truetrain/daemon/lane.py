@@ -34,10 +34,13 @@ class Pending(Exception):
 class Lane:
     """``threads`` daemon threads that run submitted computations, started in order."""
 
-    def __init__(self, name: str = "lane", threads: int = 1):
+    def __init__(self, name: str = "lane", threads: int = 1, on_done: Callable[[], None] | None = None):
         if threads < 1:
             raise ValueError(f"a lane needs at least one thread, got {threads}")
         self.name = name
+        #: called in the lane's thread each time a computation ends (the daemon's loop wakes
+        #: on it rather than sleeping out its poll interval)
+        self.on_done = on_done
         self._jobs: dict[Hashable, Future] = {}
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(threads)]
@@ -56,6 +59,8 @@ class Lane:
                 future.set_result(compute())
             except BaseException as exc:  # noqa: BLE001 - handed to the step that asked
                 future.set_exception(exc)
+            if self.on_done is not None:
+                self.on_done()
 
     def take(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The value of ``compute`` for ``key``: started in the lane on the first ask
@@ -63,14 +68,20 @@ class Lane:
         exception, raised here; the next ask starts it again)."""
         future = self._jobs.get(key)
         if future is None:
-            future = Future()
-            self._jobs[key] = future
-            self._queue.put((future, compute))
+            self.start(key, compute)
             raise Pending(key)
         if not future.done():
             raise Pending(key)
         del self._jobs[key]
         return future.result()
+
+    def start(self, key: Hashable, compute: Callable[[], Any]) -> None:
+        """Start ``compute`` for ``key`` in the lane now unless it was asked for already: a
+        later :meth:`take` gets its value (a step that knows it will need it starts it early)."""
+        if key not in self._jobs:
+            future = Future()
+            self._jobs[key] = future
+            self._queue.put((future, compute))
 
     def forget(self, key: Hashable) -> None:
         """Drop the computation asked for ``key`` (its task is no longer ours, or came back
