@@ -268,6 +268,44 @@ def xent_call(harness, kind: str, shape: tuple[int, int], width: int):
     return fn, sum(len(o[1]) for o in opens)
 
 
+# row scales: a row opened whole; the weight gradient: aᵀ (in, tokens) and gᵀ (out, tokens)
+# rows and the batch's row scales opened whole (K = the batch); attention's products: the
+# scores (batch x heads, T, head_dim) @ keys, the probabilities (.., T, T) @ values transposed
+QUANT = [("LM", "row scale (a row of d = 256)", (TOKENS, 256), "row-scale", 0),
+         ("LM", "row scale (a row of 1,024: FFN hidden)", (TOKENS, 1024), "row-scale", 0),
+         ("LM", "weight gradient, FFN down (K = 1,024 tokens)", (1024, 256, TOKENS), "weight-grad", 0),
+         ("LM", "weight gradient, qkv (K = 1,024 tokens)", (256, 768, TOKENS), "weight-grad", 0),
+         ("MLP", "weight gradient, fc1 (K = 32 samples)", (64, 128, DIGITS_BATCH), "weight-grad", 0),
+         ("LM", "attention scores (q @ k.T * scale, K = 64)", (32, 128, 128, 64), "bmm", 0),
+         ("LM", "attention output (p @ v, K = T = 128)", (32, 128, 64, 128), "bmm", 0),
+         ("LM", "attention dk (ds.T @ q, K = 128)", (32, 128, 64, 128), "bmm", 0)]
+
+
+def quant_call(harness, kind: str, shape: tuple[int, ...], _workers: int = 0):
+    """The harness function call of one quantised-product element: its rows opened whole."""
+    torch.manual_seed(8)
+    if kind == "row-scale":
+        rows, k = shape
+        x = TensorTree(torch.randn(shape))
+        row = _opening(x, (rows // 2) * k, k)
+        return harness.functions.rowScaleElement(("0x" + x.root.hex(), rows, k), 2, rows // 2, row), len(row[1])
+    if kind == "weight-grad":
+        nin, nout, m = shape
+        trees = [TensorTree(torch.randn(nin, m)), TensorTree(torch.randn(nout, m)),
+                 TensorTree(torch.ldexp(torch.ones(m), torch.randint(-30, -10, (m,))))]
+        descs = [("0x" + t.root.hex(), r, m) for t, r in zip(trees, (nin, nout, 1))]
+        opens = [_opening(trees[0], (nin // 2) * m, m), _opening(trees[1], (nout // 2) * m, m),
+                 _opening(trees[2], 0, m)]
+        return harness.functions.weightGradElement(descs, 2, nout // 2, nin // 2, opens), sum(len(o[1]) for o in opens)
+    nb, m, p, k = shape
+    a, bt = TensorTree(torch.randn(nb * m, k)), TensorTree(torch.randn(nb * p, k))
+    n, i, j = nb // 2, m // 2, p // 2
+    opens = [_opening(a, (n * m + i) * k, k), _opening(bt, (n * p + j) * k, k)]
+    fn = harness.functions.bmmElement(("0x" + a.root.hex(), nb * m, k), ("0x" + bt.root.hex(), nb * p, k),
+                                      (nb, 2, _f32(0.125)), n, i, j, opens)
+    return fn, sum(len(o[1]) for o in opens)
+
+
 def tx_gas(w3, fn) -> tuple[int, int]:
     """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
@@ -283,12 +321,14 @@ def kinds_table() -> list[int]:
                               ("OneStepLayerNormHarness", LAYERNORM, layernorm_call),
                               ("OneStepExactSumHarness", EXACT_SUMS, exact_sum_call),
                               ("OneStepSoftmaxHarness", SOFTMAX, softmax_call),
-                              ("OneStepXentHarness", XENT, xent_call)):
+                              ("OneStepXentHarness", XENT, xent_call),
+                              ("OneStepQuantHarness", QUANT, quant_call)):
         with harness_on_devnet(name=name) as harness:
             for model, what, shape, kind, workers in plan:
                 fn, nodes = build(harness, kind, shape, workers)
                 gas, size = tx_gas(harness.w3, fn)
-                rows.append((model, what, "x".join(map(str, shape)), "-" if build in (exact_sum_call, xent_call) else workers or "-",
+                whole = build in (exact_sum_call, xent_call, quant_call)
+                rows.append((model, what, "x".join(map(str, shape)), "-" if whole else workers or "-",
                              gas, size, nodes))
     head = ("model", "kind", "tensor", "contributions", "tx gas", "calldata B", "proof nodes", "of 10 M")
     print("\n| " + " | ".join(head) + " |")

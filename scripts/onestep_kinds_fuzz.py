@@ -5,12 +5,13 @@ momentum, FedAvg, DiLoCo's outer step) and the elementwise and data-movement ele
 embedding's gather, dropout), GELU's (OneStepGelu.sol: GELU, its gradient, erf64),
 LayerNorm's (OneStepLayerNorm.sol), the exact gradient sums' (OneStepExactSum.sol: column
 sums, the embedding's scatter), the causal softmax's (OneStepSoftmax.sol: row sum,
-forward, backward) and the cross-entropy's (OneStepXent.sol: partial sums, gradient, loss),
+forward, backward), the cross-entropy's (OneStepXent.sol: partial sums, gradient, loss) and
+the quantised products' (OneStepQuant.sol: row scales, the weight gradient, bmm_exact),
 each against the engine and the reference (truetrain/numerics/optim_element.py,
-elementwise.py, special.py, layernorm.py, exact_sum.py, softmax.py, xent.py) on 100,000+
-generated elements a kind (the generators of ``make test``: tests/contracts/optim_cases.py,
-elementwise_cases.py, gelu_cases.py, layernorm_cases.py, exact_sum_cases.py,
-softmax_cases.py, xent_cases.py;
+elementwise.py, special.py, layernorm.py, exact_sum.py, softmax.py, xent.py, quant.py) on
+100,000+ generated elements a kind (the generators of ``make test``:
+tests/contracts/optim_cases.py, elementwise_cases.py, gelu_cases.py, layernorm_cases.py,
+exact_sum_cases.py, softmax_cases.py, xent_cases.py, quant_cases.py;
 another seed each run unless --seed is given), on a fresh Anvil, 256 elements an eth_call.
 Prints one line per kind and exits non-zero on any mismatch, listing the first ones.
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from tests.contracts import (elementwise_cases, exact_sum_cases, gelu_cases, layernorm_cases,  # noqa: E402
-                             optim_cases, softmax_cases, xent_cases)
+                             optim_cases, quant_cases, softmax_cases, xent_cases)
 from tests.contracts.float_chain import CALL_GAS, harness_on_devnet  # noqa: E402
 
 TOTAL = 100_000
@@ -39,7 +40,7 @@ PER_CALL = 256
 FAMILIES = {"OneStepOptimHarness": optim_cases, "OneStepElementwiseHarness": elementwise_cases,
             "OneStepGeluHarness": gelu_cases, "OneStepLayerNormHarness": layernorm_cases,
             "OneStepExactSumHarness": exact_sum_cases, "OneStepSoftmaxHarness": softmax_cases,
-            "OneStepXentHarness": xent_cases}
+            "OneStepXentHarness": xent_cases, "OneStepQuantHarness": quant_cases}
 
 
 def main() -> int:

@@ -15,6 +15,7 @@ and the on-chain one-step verifier (contracts/numerics/) are checked against it 
   embedding's scatter);
 * :mod:`.softmax`: the causal softmax's row sum, forward and backward;
 * :mod:`.xent`: softmax cross-entropy's partial sums, gradient and loss;
+* :mod:`.quant`: row scales, the weight gradient's element, attention's ``bmm_exact``;
 * :mod:`.ieee`: float32 / float64 arithmetic on bit patterns, NaN canonical;
 * :mod:`.tensor_merkle`: tensor roots in the canonical layout and range proofs.
 """

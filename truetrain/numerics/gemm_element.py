@@ -26,17 +26,23 @@ from .ieee import add32
 
 NAN32 = 0x7FC00000
 SIGN32 = 0x80000000
+#: Bits of one int8 limb's digit; the limb counts a manifest may name (2: 13-bit operands,
+#: 3: 20-bit operands); how far above the operand bits a row's exponent is clamped (so every
+#: scale is a normal float32). The engine (training/intgemm.py) reads these.
+LIMB_BITS = 7
+LIMB_COUNTS = (2, 3)
+MIN_EXPONENT_MARGIN = 26
 
 
 def operand_bits(limbs: int) -> int:
-    if limbs not in (2, 3):
+    if limbs not in LIMB_COUNTS:
         raise NumericsError(f"limbs must be 2 or 3, got {limbs!r}")
-    return 7 * limbs - 1
+    return LIMB_BITS * limbs - 1
 
 
 def row_exponent(row: list[int], bits: int) -> int:
     """The clamped exponent field ``E`` of the row's largest magnitude (255: inf or NaN)."""
-    return max(max(x & 0x7FFFFFFF for x in row) >> 23, bits + 26)
+    return max(max(x & 0x7FFFFFFF for x in row) >> 23, bits + MIN_EXPONENT_MARGIN)
 
 
 def quantize(x: int, e: int, bits: int) -> int:

@@ -12,7 +12,7 @@ static inline float bits_f32(int32_t u) { float f; memcpy(&f, &u, 4); return f; 
 /* intgemm.pow2_scales for one maximum: up, down = 2**-(E-bits-...) from the exponent field E
  * (clamped below at bits + 26); down is NaN when E is 255 (an inf or NaN in the row). */
 static inline void pow2_scales(float amax, int bits, float *up, float *down) {
-    int32_t field = f32_bits(amax) >> 23;
+    int32_t field = (f32_bits(amax) >> 23) & 0xFF;  /* a NaN maximum may carry the sign bit */
     int32_t e = field < bits + 26 ? bits + 26 : field;
     *up = bits_f32((bits + 253 - e) << 23);
     *down = field == 255 ? bits_f32(0x7FC00000) : bits_f32((e - (bits - 1)) << 23);

@@ -31,14 +31,12 @@ import math
 import torch
 
 from ..errors import ReproducibilityError
+from ..numerics.gemm_element import LIMB_BITS, LIMB_COUNTS, MIN_EXPONENT_MARGIN
 from . import intgemm_fused, native, native_planes
 from .intgemm_fused import combine_exact, plane_count, planes_eager
 
 F32, F64, I8, I32, I64 = torch.float32, torch.float64, torch.int8, torch.int32, torch.int64
 
-LIMB_BITS = 7
-#: Limb counts a manifest may name (2: 13-bit operands, 3: 20-bit operands).
-LIMB_COUNTS = (2, 3)
 DEFAULT_LIMBS = 2
 #: Longest contraction one ``_int_mm`` call sums: K * 2**14 < 2**31 (plane values in [-128, 127]).
 INT8_K_CHUNK = 1 << 16
@@ -47,10 +45,11 @@ INT8_K_CHUNK = 1 << 16
 #: 2026-12-05: 16 Mi multiply-adds 2.1 ms float64 vs 4.4 ms int8; 32 Mi 3.5 ms vs 2.3 ms).
 SMALL_PRODUCT = 1 << 25
 _EXACT = 1 << 53
-# Float32 exponent field of the largest magnitude is clamped at least this far above the
-# operand bits, so every scale is a normal float32 (rows whose largest magnitude is below
-# 2**(bits - 100) quantise coarsely, the same on every device).
-_MIN_EXPONENT_MARGIN = 26
+# LIMB_BITS, LIMB_COUNTS (2: 13-bit operands, 3: 20-bit) and MIN_EXPONENT_MARGIN (the float32
+# exponent field of the largest magnitude is clamped at least this far above the operand
+# bits, so every scale is a normal float32; rows whose largest magnitude is below
+# 2**(bits - 100) quantise coarsely, the same on every device) come from the reference,
+# truetrain/numerics/gemm_element.py.
 
 
 def operand_bits(limbs: int) -> int:
@@ -69,8 +68,8 @@ def pow2_scales(amax: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tens
     gets ``down = NaN``, so its products come out NaN on every route and device and reach
     the loss and the checkpoint, which the trainer checks (no sync per product here).
     """
-    field = amax.to(F32).view(I32) >> 23
-    e = field.clamp(min=bits + _MIN_EXPONENT_MARGIN)
+    field = (amax.to(F32).view(I32) >> 23) & 0xFF  # a NaN maximum may carry the sign bit
+    e = field.clamp(min=bits + MIN_EXPONENT_MARGIN)
     up = ((bits + 253) - e) << 23
     down = ((e - (bits - 1)) << 23).view(F32)
     down = torch.where(field == 255, torch.full_like(down, math.nan), down)
