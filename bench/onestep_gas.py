@@ -10,7 +10,10 @@ a fresh Anvil. Issue 28 keeps every transaction at or under 10 M gas.
   harnesses): one element of each input opened (and the state's 0-dim scalars), the
   engine's float32 / float64 operations or index map; the depth is the tensor's (for the
   updates the largest parameter: the LM's FFN weight, 1,024 x 256; the MLP's first layer,
-  128 x 64), an aggregation's gas grows with its contributions.
+  128 x 64), an aggregation's gas grows with its contributions;
+* the clip factor (OneStepClip.sol): a range of 16,384 gradient values opened for its largest
+  magnitude or its sum of squares (with every range's maximum), and the combine over the
+  default LM's 232 ranges; 2x2 max pooling (OneStepPool.sol) on the digits CNN's first map.
 
     .venv/bin/python bench/onestep_gas.py
 """
@@ -26,8 +29,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tests.contracts.float_chain import harness_on_devnet  # noqa: E402
+from truetrain.numerics.clip import ranges  # noqa: E402
 from truetrain.numerics.elementwise import permute_source  # noqa: E402
 from truetrain.numerics.tensor_merkle import TensorTree  # noqa: E402
+from truetrain.training.lm import lm_param_shapes, parse_lm_spec  # noqa: E402
 
 LIMIT = 10_000_000
 TOKENS, DIGITS_BATCH = 8 * 128, 32
@@ -110,6 +115,16 @@ XENT = [("LM", "cross-entropy partial sum (128 of 256 classes)", (TOKENS, 256), 
         ("LM", "cross-entropy loss of a row", (TOKENS, 256), "loss", 128),
         ("MLP", "cross-entropy partial sum (whole row of 10)", (DIGITS_BATCH, 10), "partial", 10),
         ("MLP", "cross-entropy gradient element", (DIGITS_BATCH, 10), "grad", 10)]
+
+# the clip factor: every LM gradient (d256 x 4 layers, seq 128) cut into ranges of 16,384
+# values; a range of the FFN weight (1,024 x 256), the combine over every range
+CLIP_WIDTH = 16_384
+CLIP = [("LM", "clip: a range's largest magnitude (16,384 values)", (1024, 256), "max", 0),
+        ("LM", "clip: a range's sum of squares (16,384 values, the maxima)", (1024, 256), "sum", 0),
+        ("LM", "clip: norm and factor (every range's maximum and sum)", (1024, 256), "factor", 0)]
+# the digits CNN's first pooling: maps (batch 32, 28, 28, 8 channels)
+POOL = [("CNN", "2x2 max pool (out, mask: four elements opened)", (32, 28, 28, 8), "pool", 0),
+        ("CNN", "2x2 max pool backward (g[o] * mask + 0)", (32, 28, 28, 8), "unpool", 0)]
 
 
 def _f32(v: float) -> int:
@@ -306,6 +321,51 @@ def quant_call(harness, kind: str, shape: tuple[int, ...], _workers: int = 0):
     return fn, sum(len(o[1]) for o in opens)
 
 
+def clip_call(harness, kind: str, shape: tuple[int, int], _workers: int = 0):
+    """The harness function call of one clip element: a range of a gradient opened (and the
+    maxima whole), or the combine's maxima and sums opened whole."""
+    spec = parse_lm_spec({"kind": "lm", "d_model": 256, "n_layers": 4, "n_heads": 4, "seq_len": 128})
+    sizes = [int(np.prod(s)) for s in lm_param_shapes(spec).values()]
+    parts, count = len(ranges(sizes, CLIP_WIDTH)), sum(sizes)
+    torch.manual_seed(8)
+    maxima = TensorTree(torch.rand(parts) * 4)
+    dm, om = ("0x" + maxima.root.hex(), 1, parts), _opening(maxima, 0, parts)
+    if kind == "factor":
+        sums = TensorTree(torch.full((parts,), 2.0**40, dtype=torch.float64))
+        opens = [om, _opening(sums, 0, 2 * parts)]
+        fn = harness.functions.clipElement([dm, ("0x" + sums.root.hex(), parts, 2)], count,
+                                           int(np.float64(1.0).view(np.uint64)), opens)
+        return fn, sum(len(o[1]) for o in opens)
+    g = TensorTree(torch.randn(shape))
+    dg, og = ("0x" + g.root.hex(), *shape), _opening(g, 3 * CLIP_WIDTH, CLIP_WIDTH)
+    if kind == "max":
+        return harness.functions.maxPartialElement(dg, 3 * CLIP_WIDTH, CLIP_WIDTH, og), len(og[1])
+    fn = harness.functions.sumPartialElement([dg, dm], 3 * CLIP_WIDTH, CLIP_WIDTH, count, [og, om])
+    return fn, len(og[1]) + len(om[1])
+
+
+def pool_call(harness, kind: str, shape: tuple[int, ...], _workers: int = 0):
+    """The harness function call of one pooling element (its window's four elements opened),
+    or of one backward element (the pooled gradient's and the mask's elements)."""
+    torch.manual_seed(9)
+    b, h, w, c = shape
+    a = TensorTree(torch.relu(torch.randn(shape)))
+    i = b * h * w * c // 8 + 3  # a pooled element in the middle
+    if kind == "pool":
+        first = ((2 * (i // c // (w // 2))) * w + 2 * (i // c % (w // 2))) * c + i % c
+        opens = [_opening(a, first + ((t >> 1) * w + (t & 1)) * c, 1) for t in range(4)]
+        fn = harness.functions.poolElement(("0x" + a.root.hex(), b * h * w, c), shape, i, opens)
+        return fn, sum(len(o[1]) for o in opens)
+    pooled = b * h * w * c // 4
+    g, mask = TensorTree(torch.randn(pooled)), TensorTree((torch.rand(pooled, 4) < 0.25).float())
+    j = 2 * i + w * c + 1  # an element on an odd row and column
+    src = ((j // c // w // 2) * (w // 2) + j // c % w // 2) * c + j % c
+    k = 2 * (j // c // w % 2) + j // c % w % 2
+    opens = [_opening(g, src, 1), _opening(mask, 4 * src + k, 1)]
+    descs = [("0x" + g.root.hex(), pooled // c, c), ("0x" + mask.root.hex(), pooled, 4)]
+    return harness.functions.unpoolElement(descs, shape, j, opens), sum(len(o[1]) for o in opens)
+
+
 def tx_gas(w3, fn) -> tuple[int, int]:
     """``(gas, calldata bytes)`` of a transaction calling ``fn``."""
     tx = fn.build_transaction({"from": w3.eth.accounts[0], "gas": 29_000_000})
@@ -322,7 +382,9 @@ def kinds_table() -> list[int]:
                               ("OneStepExactSumHarness", EXACT_SUMS, exact_sum_call),
                               ("OneStepSoftmaxHarness", SOFTMAX, softmax_call),
                               ("OneStepXentHarness", XENT, xent_call),
-                              ("OneStepQuantHarness", QUANT, quant_call)):
+                              ("OneStepQuantHarness", QUANT, quant_call),
+                              ("OneStepClipHarness", CLIP, clip_call),
+                              ("OneStepPoolHarness", POOL, pool_call)):
         with harness_on_devnet(name=name) as harness:
             for model, what, shape, kind, workers in plan:
                 fn, nodes = build(harness, kind, shape, workers)

@@ -8,10 +8,10 @@ sums, the embedding's scatter), the causal softmax's (OneStepSoftmax.sol: row su
 forward, backward), the cross-entropy's (OneStepXent.sol: partial sums, gradient, loss) and
 the quantised products' (OneStepQuant.sol: row scales, the weight gradient, bmm_exact),
 each against the engine and the reference (truetrain/numerics/optim_element.py,
-elementwise.py, special.py, layernorm.py, exact_sum.py, softmax.py, xent.py, quant.py) on
-100,000+ generated elements a kind (the generators of ``make test``:
+elementwise.py, special.py, layernorm.py, exact_sum.py, softmax.py, xent.py, quant.py, clip.py,
+pool.py) on 100,000+ generated elements a kind (the generators of ``make test``:
 tests/contracts/optim_cases.py, elementwise_cases.py, gelu_cases.py, layernorm_cases.py,
-exact_sum_cases.py, softmax_cases.py, xent_cases.py, quant_cases.py;
+exact_sum_cases.py, softmax_cases.py, xent_cases.py, quant_cases.py, clip_cases.py, pool_cases.py;
 another seed each run unless --seed is given), on a fresh Anvil, 256 elements an eth_call.
 Prints one line per kind and exits non-zero on any mismatch, listing the first ones.
 
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from tests.contracts import (elementwise_cases, exact_sum_cases, gelu_cases, layernorm_cases,  # noqa: E402
-                             optim_cases, quant_cases, softmax_cases, xent_cases)
+from tests.contracts import (clip_cases, elementwise_cases, exact_sum_cases, gelu_cases,  # noqa: E402
+                             layernorm_cases, optim_cases, pool_cases, quant_cases, softmax_cases, xent_cases)
 from tests.contracts.float_chain import CALL_GAS, harness_on_devnet  # noqa: E402
 
 TOTAL = 100_000
@@ -40,7 +40,8 @@ PER_CALL = 256
 FAMILIES = {"OneStepOptimHarness": optim_cases, "OneStepElementwiseHarness": elementwise_cases,
             "OneStepGeluHarness": gelu_cases, "OneStepLayerNormHarness": layernorm_cases,
             "OneStepExactSumHarness": exact_sum_cases, "OneStepSoftmaxHarness": softmax_cases,
-            "OneStepXentHarness": xent_cases, "OneStepQuantHarness": quant_cases}
+            "OneStepXentHarness": xent_cases, "OneStepQuantHarness": quant_cases,
+            "OneStepClipHarness": clip_cases, "OneStepPoolHarness": pool_cases}
 
 
 def main() -> int:

@@ -16,6 +16,9 @@ and the on-chain one-step verifier (contracts/numerics/) are checked against it 
 * :mod:`.softmax`: the causal softmax's row sum, forward and backward;
 * :mod:`.xent`: softmax cross-entropy's partial sums, gradient and loss;
 * :mod:`.quant`: row scales, the weight gradient's element, attention's ``bmm_exact``;
+* :mod:`.clip`: AdamW's clip factor from ranges' maxima and exact sums of squares (the grid's
+  bits and epsilon read by the engine);
+* :mod:`.pool`: 2x2 max pooling with its first-max mask, and its backward;
 * :mod:`.ieee`: float32 / float64 arithmetic on bit patterns, NaN canonical;
 * :mod:`.tensor_merkle`: tensor roots in the canonical layout and range proofs.
 """

@@ -10,6 +10,8 @@ checkpoint continues it.
 Clipping scales the gradients by ``min(1, clip_norm / (norm + 1e-6))`` where ``norm`` is
 the global L2 norm over every parameter's gradient, computed from exact integer sums of
 quantised squares (:func:`global_norm`), so its bits do not depend on order or device.
+Its definition (the grid's bits, the epsilon) is truetrain/numerics/clip.py's, the
+reference the one-step verifier is checked against.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import math
 
 import torch
 
-from .repro_ops import EXACT_BITS, F32, F64, ceil_log2, power_scales, sqrt64
+from ..numerics.clip import CLIP_EPS, norm_bits
+from .repro_ops import F32, F64, power_scales, sqrt64
 
 _PI = math.pi
 # cos(y) = sum_k (-1)^k y^(2k) / (2k)!, k = 0..12: below 1e-17 for |y| <= pi/2
 _COS_COEFFS = [(-1) ** k / math.factorial(2 * k) for k in range(12, -1, -1)]
-CLIP_EPS = 1e-6
 
 
 def cos_pi(x: float) -> float:
@@ -60,7 +62,7 @@ def square_terms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 def square_grid(largest: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(up, down)``: the power-of-two grid on which ``count`` squares, the largest
     ``largest``, sum exactly as integers."""
-    return power_scales(largest, EXACT_BITS - ceil_log2(count))
+    return power_scales(largest, norm_bits(count))
 
 
 def grid_sum(squares: list[torch.Tensor], up: torch.Tensor) -> torch.Tensor:
