@@ -61,7 +61,7 @@ LANES: list[list[str]] = [
      "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",
      "tests/contracts/test_dispute_libraries.py", "tests/integration/test_explorer.py",
      "tests/contracts/test_onestep_exact_sum.py", "tests/contracts/test_onestep_softmax.py",
-     "tests/contracts/test_onestep_xent.py"],
+     "tests/contracts/test_onestep_xent.py", "tests/contracts/test_step_game.py"],
     ["tests/contracts"],
 ]
 #: The lanes' Anvil ports are the first free ones from here up (below Linux's ephemeral range,
