@@ -63,7 +63,7 @@ LANES: list[list[str]] = [
      "tests/contracts/test_onestep_exact_sum.py", "tests/contracts/test_onestep_softmax.py",
      "tests/contracts/test_onestep_xent.py", "tests/contracts/test_onestep_quant.py",
      "tests/contracts/test_onestep_clip.py", "tests/contracts/test_onestep_pool.py",
-     "tests/contracts/test_onestep_tied.py"],
+     "tests/contracts/test_onestep_tied.py", "tests/contracts/test_step_game.py"],
     ["tests/contracts"],
 ]
 #: The lanes' Anvil ports are the first free ones from here up (below Linux's ephemeral range,

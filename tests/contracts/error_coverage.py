@@ -33,4 +33,9 @@ UNREACHABLE_ERRORS: dict[str, str] = {
         "executes reverts without data; every target it can call (StakeManager) reverts with a "
         "custom error, which the timelock passes on (test_attacks_admin.py expects that one)"
     ),
+    "StepTreeSizeInvalid": (
+        "(StepGame, StepTrees.rootOf) raised for no leaves or more than MAX_LEAVES; the game calls "
+        "rootOf only on lists whose length is the layout's, which open() bounds to 1 .. MAX_STATE "
+        "(= MAX_LEAVES) and commitTrace checks first (StepLayoutInvalid)"
+    ),
 }

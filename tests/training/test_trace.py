@@ -13,7 +13,7 @@ from eth_abi import decode
 
 from truetrain.errors import TraceError
 from truetrain.hashing import keccak256
-from truetrain.trace import APP, KINDS, STATE, build_trace, derive, first_divergence, updated_state
+from truetrain.trace import APP, ENTRY_TYPES, KINDS, STATE, build_trace, derive, first_divergence, updated_state
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.trace import roots
 from truetrain.trace.openings import one_step_call
@@ -61,14 +61,15 @@ def test_program_mlp_kindsInputsAndEncoding(program):
     assert pending == ["row_scales", "weight_grad"]
     assert program.updates == {0: 18, 4: 19, 1: 20, 5: 21, 2: 22, 6: 23, 3: 24, 7: 25}
     fc1 = program.entries[3]  # fc.1 forward: linear(relu output, W1, b1), 2 limbs, a bias
-    kind, output, words, shape, inputs, attrs = decode(
-        ["bytes32", "uint256", "uint256", "uint256[]", "uint256[]", "uint256[]"], fc1.encode())
+    kind, output, words, shape, inputs, attrs, dims = decode(ENTRY_TYPES, fc1.encode())
     assert (kind, output, words, shape) == (keccak256(b"linear"), 0, 1, (32, 10))
     assert inputs == (1, STATE << 32 | 2, STATE << 32 | 3) and attrs == (2, 1)
-    _, _, _, _, _, attrs = decode(["bytes32", "uint256", "uint256", "uint256[]", "uint256[]", "uint256[]"],
-                                  program.entries[9].encode())
+    assert dims == (32, 128, 10, 128, 1, 10)  # relu output (32, 128), W1 (10, 128), b1 a vector of 10
+    _, _, _, _, _, attrs, _ = decode(ENTRY_TYPES, program.entries[9].encode())
     assert attrs == (2, 32, 10, 2, 1, 0)  # permute: shape (32, 10), perm (1, 0), each length first
     assert program.entries[4].words == 2  # the cross-entropy's partial sums are float64
+    assert decode(ENTRY_TYPES, program.entries[5].encode())[6] == (32, 10, 32, 2, 1, 32)  # logits, sums (f64), labels
+    assert program.layout() == [19, 21, 23, 25, 20, 22, 24, 26]
 
 
 def test_derive_refusesWhatItCannotDerive(digits1, make_manifest):

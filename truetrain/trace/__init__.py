@@ -5,7 +5,7 @@ the first entry two traces disagree on. Nothing imports this package on a worker
 path."""
 
 from .builder import Trace, build_trace, committed, first_divergence, updated_state
-from .program import APP, BATCH, KINDS, STATE, Application, Program, Ref, derive
+from .program import APP, BATCH, ENTRY_TYPES, KINDS, STATE, Application, Program, Ref, derive, dims2
 
-__all__ = ["APP", "BATCH", "KINDS", "STATE", "Application", "Program", "Ref", "Trace", "build_trace", "committed",
-           "derive", "first_divergence", "updated_state"]
+__all__ = ["APP", "BATCH", "ENTRY_TYPES", "KINDS", "STATE", "Application", "Program", "Ref", "Trace", "build_trace",
+           "committed", "derive", "dims2", "first_divergence", "updated_state"]

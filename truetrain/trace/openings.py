@@ -18,7 +18,7 @@ import torch
 from ..errors import TraceError
 from ..numerics.tensor_merkle import TensorTree, canonical_bits
 from .builder import Trace, committed
-from .program import Program
+from .program import Program, dims2
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,7 @@ class OneStepCall:
 
 
 def _dims(t: torch.Tensor) -> tuple[int, int]:
-    words = 2 if t.dtype == torch.float64 else 1
-    if t.dim() == 0:
-        return 1, words
-    if t.dim() == 1:
-        return 1, t.numel() * words
-    return t.shape[0], t.numel() // t.shape[0] * words
+    return dims2(t.shape, 2 if t.dtype == torch.float64 else 1)
 
 
 class _Tensor:
@@ -118,3 +113,35 @@ def one_step_call(program: Program, trace: Trace, t: int, element: int) -> OneSt
 
 def _f32(v: float) -> int:
     return int(np.float32(v).view(np.uint32))
+
+
+_EMPTY = (b"", [])
+
+
+def game_openings(program: Program, trace: Trace, t: int, element: int) -> list:
+    """The openings of the step game's one-step (contracts/StepGame.sol, ``oneStep``) of
+    element ``element`` of entry ``t``, in the order its kind contract takes them
+    (contracts/numerics/StepKindsCore.sol, StepKindsXent.sol), from ``trace``'s kept inputs."""
+    app = program.entries[t]
+    ins = [_Tensor(trace.tensor(r)) for r in app.inputs]
+    cols = app.shape[-1] if app.shape else 1
+    i, j = divmod(element, cols)
+    if app.kind == "linear":
+        return [ins[0].row(i), ins[1].row(j), ins[2].open(j) if len(ins) > 2 else _EMPTY]
+    if app.kind in ("relu", "permute"):
+        at = app.attrs
+        src = element if app.kind == "relu" else int(
+            np.arange(ins[0].t.numel()).reshape(list(at["shape"])).transpose(list(at["perm"])).reshape(-1)[element])
+        return [ins[0].open(src)]
+    if app.kind in ("apply_mask", "add"):
+        return [ins[0].open(element), ins[1].open(element % ins[1].t.numel())]
+    if app.kind in ("column_sum", "softmax_row_sum"):
+        return [ins[0].row(element)]
+    if app.kind == "xent_partial_sum":
+        return [ins[0].row(i)]
+    if app.kind in ("xent_grad", "xent_loss"):
+        row = element if app.kind == "xent_loss" else i
+        return [ins[0].row(row), ins[1].row(row), ins[2].open(row)]
+    if app.kind == "sgd":
+        return [x.open(element) for x in ins] + [_EMPTY] * (3 - len(ins))
+    raise TraceError(f"no step-game opening for the kind {app.kind!r} here")

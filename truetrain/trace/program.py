@@ -15,11 +15,20 @@ output and the game compares entry ``output``'s.
 ``MerkleCommitment``'s tree over the leaves in order, :func:`~truetrain.training.merkle.merkle_root`)::
 
     abi.encode(bytes32 keccak256(kind), uint256 output, uint256 words,
-               uint256[] shape, uint256[] inputs, uint256[] attributes)
+               uint256[] shape, uint256[] inputs, uint256[] attributes, uint256[] dims)
 
 ``words``: 1 for a float32 tensor, 2 for a float64 one (two words an element); an input
 ``source << 32 | index``; the attributes in the kind's order (:data:`KINDS`), a float as
-its float32 (or, named so, float64) bits, a list as its length and then its items.
+its float32 (or, named so, float64) bits, a list as its length and then its items;
+``dims``: each input's 2-D descriptor ``(rows, cols)`` as the one-step verifiers take it
+(:func:`dims2`), two words an input. The step game (contracts/StepGame.sol) opens one leaf
+and has every input's shape: a state or batch tensor's shape is in no other commitment,
+and an earlier entry's would cost an opening of its own.
+
+The program's **commitment** (what a job binds, :meth:`Program.commitment`) is
+``keccak256(abi.encode(bytes32 root, uint256 entries, uint256[] layout))``: ``layout[s]``
+is 1 + the entry whose output is state tensor ``s`` after the step, or 0 for a tensor the
+step leaves as it is (the game checks a party's trace against its next state root with it).
 """
 
 from __future__ import annotations
@@ -100,6 +109,7 @@ class Application:
     attributes: tuple[tuple[str, object], ...] = ()
     output: int = 0
     label: str = ""
+    dims: tuple[int, ...] = ()
 
     @property
     def attrs(self) -> dict:
@@ -124,9 +134,22 @@ class Application:
                 flat.append(_f64_bits(value) if name.endswith("_f64") else _f32_bits(value))
             else:
                 flat.append(int(value))
-        return encode(["bytes32", "uint256", "uint256", "uint256[]", "uint256[]", "uint256[]"],
-                      [keccak256(self.kind.encode()), self.output, self.words, list(self.shape),
-                       [r.word() for r in self.inputs], flat])
+        return encode(ENTRY_TYPES, [keccak256(self.kind.encode()), self.output, self.words, list(self.shape),
+                                    [r.word() for r in self.inputs], flat, list(self.dims)])
+
+
+#: the ABI types of an entry's encoding
+ENTRY_TYPES = ["bytes32", "uint256", "uint256", "uint256[]", "uint256[]", "uint256[]", "uint256[]"]
+
+
+def dims2(shape, words: int = 1) -> tuple[int, int]:
+    """A tensor's 2-D descriptor ``(rows, cols)``: a 0-dim one (1, words), a vector
+    (1, n·words), else (its first dimension, the rest times words)."""
+    shape = tuple(int(s) for s in shape)
+    numel = int(np.prod(shape)) if shape else 1
+    if len(shape) <= 1:
+        return 1, numel * words
+    return shape[0], numel // shape[0] * words
 
 
 def _f32_bits(v: float) -> int:
@@ -163,6 +186,14 @@ class Program:
         """The program root: MerkleCommitment's tree over the entries' leaves."""
         return self.root_hash
 
+    def layout(self) -> list[int]:
+        """Per state tensor: 1 + the entry that gives it after the step, 0 if none does."""
+        return [self.updates[s] + 1 if s in self.updates else 0 for s in range(len(self.state))]
+
+    def commitment(self) -> bytes:
+        """What a job binds: ``keccak256(abi.encode(root, entries, layout))``."""
+        return keccak256(encode(["bytes32", "uint256", "uint256[]"], [self.root(), len(self.entries), self.layout()]))
+
 
 class Builder:
     """Appends applications and hands back their references."""
@@ -181,11 +212,16 @@ class Builder:
             return self.entries[ref.index].shape
         return (self.state_shapes if ref.source == STATE else self.batch_shapes)[ref.index]
 
+    def words(self, ref: Ref) -> int:
+        return self.entries[ref.index].words if ref.source == APP else 1
+
     def add(self, kind: str, inputs, out_shape, label: str = "", output: int = 0, **attributes) -> Ref:
         """Append one application (attributes in the kind's order) and return its output."""
         names = KINDS[kind][0]
-        app = Application(kind, tuple(inputs), tuple(int(s) for s in out_shape),
-                          tuple((n, attributes[n]) for n in names), output, label)
+        inputs = tuple(inputs)
+        dims = tuple(d for r in inputs for d in dims2(self.shape(r), self.words(r)))
+        app = Application(kind, inputs, tuple(int(s) for s in out_shape),
+                          tuple((n, attributes[n]) for n in names), output, label, dims)
         if set(attributes) != set(names):
             raise TraceError(f"{label}: {kind} takes {names}, given {sorted(attributes)}")
         self.entries.append(app)

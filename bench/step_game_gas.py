@@ -1,0 +1,90 @@
+"""Gas of the step game (contracts/StepGame.sol): whole games on the digits MLP (an interval
+of 3 steps, a fault put in one element of one application of step 1,
+tests/contracts/step_game_play.py), played on a fresh Anvil through web3, the honest side
+defending and then challenging. Prints each move's gas by level and function, the one-step's
+per kind, and the moves against 2 · (⌈log2 steps⌉ + ⌈log2 entries⌉ + ⌈log2 leaves⌉) + 7.
+
+    .venv/bin/python bench/step_game_gas.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from web3 import Web3  # noqa: E402
+
+from tests.contracts.step_game_play import Setting  # noqa: E402
+from truetrain.chain.artifacts import load_artifact  # noqa: E402
+from truetrain.chain.devnet import free_port, start_anvil  # noqa: E402
+from truetrain.hashing import keccak256  # noqa: E402
+from truetrain.trace.game import play  # noqa: E402
+
+LIMIT = 10_000_000
+CORE = ["linear", "relu", "apply_mask", "add", "permute", "column_sum", "sgd"]
+XENT = ["xent_partial_sum", "xent_grad", "xent_loss", "softmax_row_sum", "softmax", "softmax_backward"]
+FAULTS = [(0, "linear fc.0 (32x128, K 64)"), (12, "linear input gradient (32x128, K 10)"), (2, "relu mask"),
+          (6, "xent gradient"), (10, "column sum"), (13, "apply_mask"), (9, "permute"), (24, "sgd parameter")]
+
+
+def _deploy(w3, name, *args):
+    art = load_artifact(name)
+    tx = w3.eth.contract(abi=art.abi, bytecode=art.bytecode).constructor(*args).transact({"from": w3.eth.accounts[0]})
+    return w3.eth.contract(address=w3.eth.wait_for_transaction_receipt(tx).contractAddress, abi=art.abi)
+
+
+def _game(w3, game, setting, parties, accounts):
+    fn = game.functions.open(setting.setup(*[type("A", (), {"address": a}) for a in accounts], *parties,
+                                           "0x" + "00" * 20))
+    w3.eth.wait_for_transaction_receipt(fn.transact({"from": accounts[0]}))
+    gid = game.functions.gameCount().call()
+
+    def send(turn, name, args):
+        tx = getattr(game.functions, name)(gid, *args).transact({"from": accounts[turn], "gas": 29_000_000})
+        receipt = w3.eth.wait_for_transaction_receipt(tx)
+        if receipt.status != 1:
+            raise RuntimeError(f"{name} reverted")
+        return receipt
+
+    return play(parties, lambda: game.functions.status(gid).call(), lambda: game.functions.disputed(gid).call(),
+                send, lambda r: r.gasUsed)
+
+
+def main() -> None:
+    setting = Setting()
+    devnet = start_anvil(int(os.environ.get("TT_ANVIL_PORT", 0)) or free_port())
+    try:
+        w3 = Web3(Web3.HTTPProvider(devnet.url, request_kwargs={"timeout": 120}))
+        core, xent = _deploy(w3, "StepKindsCore"), _deploy(w3, "StepKindsXent")
+        kinds = ["0x" + keccak256(k.encode()).hex() for k in CORE + XENT]
+        game = _deploy(w3, "StepGame", kinds, [core.address] * len(CORE) + [xent.address] * len(XENT))
+        accounts = w3.eth.accounts[1:3]
+        by_move, one_steps, worst = defaultdict(list), [], 0
+        for t, what in FAULTS:
+            for honest_defends in (True, False):
+                honest, faulty = setting.honest(), setting.faulty(t, 5)
+                parties = (honest, faulty) if honest_defends else (faulty, honest)
+                moves = _game(w3, game, setting, parties, accounts)
+                assert len(moves) == setting.expected_moves(t), (t, len(moves))
+                for m in moves[:-1]:
+                    by_move[(m.level, m.function, "defender" if m.party == 0 else "challenger")].append(m.gas)
+                one_steps.append((what, "defender" if honest_defends else "challenger", len(moves), moves[-1].gas))
+                worst = max(worst, *(m.gas for m in moves))
+        print("| level | move | by | txs | gas min | gas max |\n|---|---|---|---|---|---|")
+        for (level, fn, who), gas in sorted(by_move.items()):
+            print(f"| {level} | {fn} | {who} | {len(gas)} | {min(gas):,} | {max(gas):,} |")
+        print("\n| fault in | honest side | moves | one-step tx gas | of 10 M |\n|---|---|---|---|---|")
+        for what, who, n, gas in one_steps:
+            print(f"| {what} | {who} | {n} | {gas:,} | {100 * gas / LIMIT:.1f} % |")
+        print(f"\nmoves = 2 * (ceil log2 steps + ceil log2 entries + ceil log2 leaves) + 7 in every game; "
+              f"largest transaction {worst:,} gas ({'within' if worst <= LIMIT else 'OVER'} the 10 M limit)")
+    finally:
+        devnet.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""A party of the step game (contracts/StepGame.sol, docs/onestep.md "The step game"): its
+commitments (the state roots after each step of the disputed interval, the traces of the
+steps it is asked about) and every move's arguments, from its own computation; :func:`play`
+drives a game between two parties to its end through a ``send`` callable (brownie in the
+tests, web3 in the bench).
+
+Nothing here is on a worker's normal path. The challenger's one-step opens earlier entries
+against the *defender's* trace root: the proof's siblings left of the disputed entry are
+agreed (the party's own), the others are the defender's nodes revealed on the way down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import TraceError
+from ..merkle import tree_levels
+from ..numerics.tensor_merkle import CHUNK, CHUNK_BYTES, TensorTree
+from ..training.merkle import leaf_node, merkle_proof, merkle_root
+from .builder import Trace, committed
+from .openings import game_openings
+from .program import APP, BATCH, STATE, Program
+
+# the contract's stages
+STEPS, STEP_DESCENT, TRACE, TRACE_DESCENT, OUTPUT, ELEMENT_DESCENT, CHUNK_STAGE, ONE_STEP, DONE = range(1, 10)
+DEFENDER, CHALLENGER = 0, 1
+
+
+def _hex(b: bytes) -> str:
+    return "0x" + b.hex()
+
+
+def _hexes(xs) -> list[str]:
+    return [_hex(x) for x in xs]
+
+
+@dataclass
+class Party:
+    """One side: ``step_roots[i]`` its state root after step ``i`` of the interval,
+    ``traces[i]`` its trace of step ``i`` (built with ``keep=True``; needed for the disputed
+    step only), ``batch_roots[i]`` step ``i``'s batch root (public: the shard's)."""
+
+    program: Program
+    step_roots: list[bytes]
+    traces: dict[int, Trace]
+    batch_roots: list[bytes]
+    seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # the defender's revealed nodes, level 2
+
+    def __post_init__(self):
+        self.l1 = tree_levels([leaf_node(r) for r in self.step_roots])
+        self._l2: dict[int, list] = {}
+        self._out: dict[tuple[int, int], TensorTree] = {}
+
+    def trace(self, step: int) -> Trace:
+        if step not in self.traces:
+            raise TraceError(f"no trace of step {step} kept")
+        return self.traces[step]
+
+    def l2(self, step: int) -> list:
+        if step not in self._l2:
+            self._l2[step] = tree_levels([leaf_node(x) for x in self.trace(step).leaves()])
+        return self._l2[step]
+
+    def output(self, step: int, t: int) -> TensorTree:
+        if (step, t) not in self._out:
+            self._out[step, t] = TensorTree(committed(self.trace(step).outputs[t]))
+        return self._out[step, t]
+
+    # --- the moves' arguments -----------------------------------------------------------
+
+    def commit_steps(self) -> tuple:
+        n = len(self.step_roots)
+        return _hex(merkle_root(self.step_roots)), _hexes(merkle_proof(self.step_roots, n - 1))
+
+    @staticmethod
+    def children(levels, index: int, height: int) -> tuple[bytes, bytes]:
+        below = levels[height - 1]
+        return below[2 * index], below[2 * index + 1]
+
+    def commit_trace(self, step: int) -> tuple:
+        tr, layout = self.trace(step), self.program.layout()
+        leaves = tr.leaves()
+        updates = [at - 1 for at in layout if at]
+        start = merkle_proof(self.step_roots, step - 1) if step else []
+        return ((_hex(tr.root()), layout, _hexes(tr.state_roots), _hexes(tr.roots[t] for t in updates),
+                 [_hexes(merkle_proof(leaves, t)) for t in updates], _hexes(start)),)
+
+    def open_output(self, step: int, t: int) -> tuple:
+        return (self.program.entries[t].encode(), _hexes(merkle_proof(self.program.leaves(), t)),
+                _hex(self.trace(step).roots[t]))
+
+    def chunk(self, step: int, t: int, leaf: int) -> bytes:
+        return self.output(step, t).data[leaf * CHUNK_BYTES:(leaf + 1) * CHUNK_BYTES]
+
+    def pick(self, step: int, t: int, index: int, height: int, left: bytes) -> bool:
+        """Go right when the defender's left child is this party's own."""
+        return self.children(self.output(step, t).levels, index, height)[0] == left
+
+    def one_step(self, step: int, t: int, leaf: int, theirs: bytes) -> tuple:
+        """The one-step claim on the first word of the defender's chunk ``theirs`` unlike ours."""
+        mine = self.chunk(step, t, leaf)
+        word = next((w for w in range(CHUNK) if mine[4 * w:4 * w + 4] != theirs[4 * w:4 * w + 4]), 0)
+        app, tr = self.program.entries[t], self.trace(step)
+        element = (leaf * CHUNK + word) // app.words
+        inputs = []
+        for ref in app.inputs:
+            if ref.source == APP:
+                inputs.append((_hex(tr.roots[ref.index]), _hexes(self._agreed_proof(step, ref.index))))
+            elif ref.source == STATE:
+                inputs.append((_hex(tr.state_roots[ref.index]), _hexes(merkle_proof(tr.state_roots, ref.index))))
+            else:
+                inputs.append((_hex(tr.batch_roots[ref.index]), _hexes(merkle_proof(tr.batch_roots, ref.index))))
+        batch = any(r.source == BATCH for r in app.inputs)
+        return ((app.encode(), theirs, word, inputs, _hex(merkle_root(tr.batch_roots)) if batch else _hex(bytes(32)),
+                 _hexes(merkle_proof(self.batch_roots, step)) if batch else [],
+                 game_openings(self.program, tr, t, element)),)
+
+    def _agreed_proof(self, step: int, k: int) -> list[bytes]:
+        """Entry ``k``'s proof against the defender's trace root (see the module's note)."""
+        levels, proof = self.l2(step), []
+        for h in range(len(levels) - 1):
+            sib = (k >> h) ^ 1
+            proof.append(self.seen.get((h, sib), levels[h][sib]))
+        return proof
+
+
+@dataclass
+class Move:
+    """One transaction of a game: who sent it, the function, the level it belongs to."""
+
+    party: int
+    function: str
+    level: int
+    gas: int
+
+
+def play(parties: tuple[Party, Party], status: Callable[[], tuple], disputed: Callable[[], tuple],
+         send: Callable[[int, str, tuple], object], gas_of: Callable[[object], int]) -> list[Move]:
+    """Drive a game to its end: ``status()`` the contract's ``status(id)`` (stage, turn, ...,
+    index, height), ``disputed()`` its ``disputed(id)`` (step, app, start); ``send(party,
+    function, args)`` sends one move (the id first) and returns what ``gas_of`` reads."""
+    moves: list[Move] = []
+    pending: tuple[bytes, bytes] | None = None
+    leaf_chunk = b""
+    levels = {STEPS: 1, STEP_DESCENT: 1, TRACE: 2, TRACE_DESCENT: 2}
+    while True:
+        stage, turn, _clock, _start, index, height = status()
+        if stage == DONE:
+            return moves
+        me = parties[turn]
+        step, t, _ = disputed()
+        if stage == STEPS:
+            fn, args = "commitSteps", me.commit_steps()
+        elif stage in (STEP_DESCENT, TRACE_DESCENT):
+            levels_of = me.l1 if stage == STEP_DESCENT else me.l2(step)
+            left, right = me.children(levels_of, index, height)
+            if turn == DEFENDER and stage == TRACE_DESCENT:
+                for p in parties:  # the revealed nodes the challenger's proofs may need
+                    p.seen[(height - 1, 2 * index)], p.seen[(height - 1, 2 * index + 1)] = left, right
+            fn, args = "reveal", (_hex(left), _hex(right))
+        elif stage == TRACE:
+            fn, args = "commitTrace", me.commit_trace(step)
+        elif stage == OUTPUT:
+            fn, args = "openOutput", me.open_output(step, t)
+        elif stage == ELEMENT_DESCENT and turn == DEFENDER:
+            pending = me.children(me.output(step, t).levels, index, height)
+            fn, args = "reveal", tuple(_hex(x) for x in pending)
+        elif stage == ELEMENT_DESCENT:
+            fn, args = "pick", (me.pick(step, t, index, height, pending[0]),)
+        elif stage == CHUNK_STAGE:
+            leaf_chunk = me.chunk(step, t, index)
+            fn, args = "revealChunk", (leaf_chunk,)
+        else:
+            fn, args = "oneStep", me.one_step(step, t, index, leaf_chunk)
+        moves.append(Move(turn, fn, levels.get(stage, 3), gas_of(send(turn, fn, args))))
+
+
+def batches_root(batch_roots: list[bytes]) -> bytes:
+    """The game's ``batches``: the root over the interval's per-step batch roots."""
+    return merkle_root(batch_roots)
+
+
+__all__ = ["CHALLENGER", "DEFENDER", "Move", "Party", "batches_root", "play"]
