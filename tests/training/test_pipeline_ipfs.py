@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import time
 
 import pytest
 import torch
@@ -120,14 +119,13 @@ def test_withheldBlob_receivingStageFailsNamingTheAddress_noHang(job, node, tmp_
     board.post("msg-0-act-0-0", {"address": "0x" + address.hex(), "cid": _raw_cid(act.to_bytes())})
     # stage 1 gives up on the blob after 3 s; stage 2, waiting on stage 1, would after 20 s
     jobs = [StageJob(ref, s, node.api_addr, str(board.root), timeout_s=t) for s, t in ((1, 3), (2, 20))]
-    started = time.monotonic()
     with pytest.raises(PipelineError) as caught:
         run_stages(jobs, deadline_s=60, grace_s=5)
-    elapsed = time.monotonic() - started
     head = f"stage 1: PipelineError: message at 0x{address.hex()} could not be fetched: "
     assert str(caught.value).startswith(head), str(caught.value)
-    assert elapsed < 30, elapsed
-    # stage 2 waited for stage 1's activations and gave up on the abort, not on a hang
+    # stage 2 waited for stage 1's activations and gave up on the abort, not on a hang (a
+    # stage that hung would be killed at the deadline and post no error: no wall-clock bound
+    # here, which a loaded machine overran, 33 s for a 30 s bound)
     assert board.read("error-2") == {"error": f"PipelineError: gave up waiting for ACT of step 0, micro-batch 0 "
                                               f"from stage 1: {caught.value}"}
     assert board.read("result-1") is None and board.read("result-2") is None
