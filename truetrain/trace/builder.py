@@ -24,7 +24,7 @@ from ..training.manifest import load_manifest
 from ..training.merkle import merkle_root
 from ..training.trainer import BatchFeed, as_checkpoint, as_shard
 from .kinds import Context, evaluate
-from .program import APP, BATCH, STATE, Program, derive
+from .program import APP, BATCH, STATE, Program, Ref, derive, step_scalars
 from .roots import tensor_root
 
 
@@ -89,7 +89,11 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
     output before it is committed to and read."""
     manifest = load_manifest(manifest)
     ckpt = as_checkpoint(ckpt)
-    program = program or derive(manifest)
+    scalars = step_scalars(manifest, ckpt)
+    if program is None:
+        program = derive(manifest, **scalars)
+    elif dict(program.scalars) != scalars:
+        raise TraceError("the program given is not this step's (its step-dependent attributes differ)")
     dev = torch.device(device or "cpu")
     feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
     batch = list(feed.batch(ckpt.rng_key, ckpt.step))
@@ -108,7 +112,7 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
         key = (app.kind, app.inputs, app.attributes)
         if key not in memo:
             ins = [_input(r, live, state, batch) for r in app.inputs]
-            memo[key] = evaluate(app.kind, ins, app.attrs, ctx)
+            memo[key] = evaluate(t, app, ins, ctx)
         out = memo[key][app.output]
         if tuple(out.shape) != app.shape:
             raise TraceError(f"entry {t} ({app.label}): the engine gave {tuple(out.shape)}, the program says {app.shape}")
@@ -120,6 +124,7 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
             kept[t] = out
         for done in last_use.get(t, ()):  # outputs no later entry reads
             live.pop(done, None)
+            ctx.release(Ref(APP, done))
         if last_of[key] == t:  # a multi-output kind's last entry
             del memo[key]
     state_roots = [tensor_root(committed(s)) for s in state]
