@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -62,27 +63,34 @@ def job(model: str):
 
 
 def measure(model: str, what: str) -> dict:
-    """Best-of-REPEATS seconds of ``what`` (``step`` or ``trace``), in this process."""
+    """``time``: best-of-REPEATS wall and CPU seconds (all threads) of a plain step and of a
+    trace build, alternating in this process (the shared machine's load moves between
+    runs); ``step`` / ``trace``: one run after a warm-up, for its peak memory alone."""
     manifest, shard_bytes = job(model)
     shard = as_shard(shard_bytes, manifest)
     ckpt = task_start(manifest, None, 0, 0)
-    program = derive(manifest, lr_step=0) if what == "trace" else None
-    best, hashing = float("inf"), 0.0
-    for i in range(REPEATS + 1):  # the first run warms kernels up, untimed
-        if what == "step":
-            run = TrainRun(manifest, shard, ckpt)
-            start = time.perf_counter()
-            run.run_step()
-        else:
+    program = derive(manifest, lr_step=0)
+    best = {k: float("inf") for k in ("step", "trace", "step_cpu", "trace_cpu")}
+    hashing = 0.0
+    for i in range(REPEATS + 1 if what == "time" else 2):  # the first run warms kernels up, untimed
+        for kind in ("step", "trace") if what == "time" else (what,):
+            run = TrainRun(manifest, shard, ckpt) if kind == "step" else None
             roots.SECONDS = 0.0
-            start = time.perf_counter()
-            build_trace(manifest, shard, ckpt, program=program)
-        took = time.perf_counter() - start
-        if i and took < best:
-            best, hashing = took, roots.SECONDS
+            wall, cpu = time.perf_counter(), time.process_time()
+            if run is not None:
+                run.run_step()
+            else:
+                build_trace(manifest, shard, ckpt, program=program)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            if i and wall < best[kind]:
+                best[kind] = wall
+                hashing = roots.SECONDS if kind == "trace" else hashing
+            if i:
+                best[kind + "_cpu"] = min(best[kind + "_cpu"], cpu)
     peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-    return {"seconds": best, "roots_s": hashing, "peak_mib": int(peak.split()[1]) / 1024,
-            "entries": len(program) if program else 0}
+    hashed = sum(math.prod(a.shape) * 4 * a.words for a in program.entries)
+    return {**best, "roots_s": hashing, "peak_mib": int(peak.split()[1]) / 1024, "entries": len(program),
+            "mb": hashed / 1e6}
 
 
 def profile(model: str) -> None:
@@ -137,18 +145,19 @@ def main() -> None:
     if args.profile:
         profile(args.profile)
         return
-    print(f"{'model':6} {'entries':>7} {'step ms':>9} {'trace ms':>9} {'ratio':>6} {'roots ms':>9} "
-          f"{'step MiB':>9} {'trace MiB':>9}")
+    print(f"{'model':6} {'entries':>7} {'MB':>6} {'step ms':>8} {'trace ms':>8} {'ratio':>6} {'step cpu':>8} "
+          f"{'trace cpu':>9} {'ratio':>6} {'roots ms':>8} {'step MiB':>8} {'trace MiB':>9}")
     for model in args.model or MODELS:
         try:
             derive(job(model)[0])
         except TraceError as exc:
             print(f"{model:6} not derived yet: {exc}")
             continue
-        step, trace = child(model, "step"), child(model, "trace")
-        print(f"{model:6} {trace['entries']:>7} {step['seconds'] * 1e3:>9.1f} {trace['seconds'] * 1e3:>9.1f} "
-              f"{trace['seconds'] / step['seconds']:>5.1f}x {trace['roots_s'] * 1e3:>9.1f} "
-              f"{step['peak_mib']:>9.0f} {trace['peak_mib']:>9.0f}")
+        t, step, trace = child(model, "time"), child(model, "step"), child(model, "trace")
+        print(f"{model:6} {t['entries']:>7} {t['mb']:>6.0f} {t['step'] * 1e3:>8.1f} {t['trace'] * 1e3:>8.1f} "
+              f"{t['trace'] / t['step']:>5.1f}x {t['step_cpu'] * 1e3:>8.1f} {t['trace_cpu'] * 1e3:>9.1f} "
+              f"{t['trace_cpu'] / t['step_cpu']:>5.1f}x {t['roots_s'] * 1e3:>8.1f} {step['peak_mib']:>8.0f} "
+              f"{trace['peak_mib']:>9.0f}")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ from truetrain.hashing import keccak256
 from truetrain.trace import APP, KINDS, STATE, build_trace, derive, first_divergence, updated_state
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.trace import roots
-from truetrain.trace.openings import one_step_call
 from truetrain.training.task import task_start
 from truetrain.training.trainer import train
+
+from tests.training.conftest import recompute_on_chain
 
 STEPS = 4  # the trace of step 3 reads a momentum buffer three updates old
 
@@ -137,19 +138,9 @@ ON_CHAIN = {0: "fc.0 forward", 2: "relu mask", 4: "partial sums", 5: "loss", 6: 
 def test_oneStepHarnesses_recomputeTraceElements(program, trace3, accounts, OneStepGemmHarness,
                                                   OneStepElementwiseHarness, OneStepExactSumHarness,
                                                   OneStepXentHarness, OneStepOptimHarness):
-    containers = {c._name: c for c in (OneStepGemmHarness, OneStepElementwiseHarness, OneStepExactSumHarness,
-                                       OneStepXentHarness, OneStepOptimHarness)}
-    harnesses = {}
-    rng = np.random.default_rng(2028)
-    for t in ON_CHAIN:
-        app = program.entries[t]
-        assert KINDS[app.kind][2] is not None
-        element = int(rng.integers(int(np.prod(app.shape))))
-        call = one_step_call(program, trace3, t, element)
-        if call.contract not in harnesses:
-            harnesses[call.contract] = containers[call.contract].deploy({"from": accounts[0]})
-        got = getattr(harnesses[call.contract], call.function).call(*call.args)
-        assert call.result(got) == call.want, (t, ON_CHAIN[t], element)
+    recompute_on_chain(program, trace3, list(ON_CHAIN), (OneStepGemmHarness, OneStepElementwiseHarness,
+                                                          OneStepExactSumHarness, OneStepXentHarness,
+                                                          OneStepOptimHarness), accounts[0], 2028)
 
 
 def test_tensorRoot_cKernel_equalsTheTree():

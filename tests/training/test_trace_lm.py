@@ -14,9 +14,8 @@ import pytest
 import torch
 
 from truetrain.demo.run import LM_MODEL
-from truetrain.trace import APP, KINDS, build_trace, derive, first_divergence, updated_state
+from truetrain.trace import APP, KINDS, build_trace, derive, first_divergence, kinds_lm, updated_state
 from truetrain.trace.builder import committed
-from truetrain.trace.openings import one_step_call
 from truetrain.trace.program import step_scalars
 from truetrain.trace.roots import tensor_root
 from truetrain.training import build_manifest, task_start
@@ -24,7 +23,7 @@ from truetrain.training.merkle import merkle_root
 from truetrain.training.text import demo_corpus, encode_text_shard
 from truetrain.training.trainer import train
 
-from tests.training.conftest import data_ref
+from tests.training.conftest import data_ref, recompute_on_chain
 
 SMALL = {"kind": "lm", "d_model": 32, "n_layers": 1, "n_heads": 4, "seq_len": 32, "dropout": 0.1}
 
@@ -148,16 +147,18 @@ def test_oneStepHarnesses_recomputeTraceElements(small, trace2, accounts, OneSte
                                                   OneStepOptimHarness):
     manifest, _, checkpoints = small
     program = _program(manifest, checkpoints[2])
-    containers = {c._name: c for c in (OneStepLayerNormHarness, OneStepSoftmaxHarness, OneStepGeluHarness,
-                                       OneStepElementwiseHarness, OneStepExactSumHarness, OneStepOptimHarness)}
-    harnesses, rng = {}, np.random.default_rng(2029)
-    for label, output in ON_CHAIN:
-        t = _entry(program, label, output)
-        app = program.entries[t]
-        assert KINDS[app.kind][2] is not None
-        element = int(rng.integers(int(np.prod(app.shape))))
-        call = one_step_call(program, trace2, t, element)
-        if call.contract not in harnesses:
-            harnesses[call.contract] = containers[call.contract].deploy({"from": accounts[0]})
-        got = getattr(harnesses[call.contract], call.function).call(*call.args)
-        assert call.result(got) == call.want, (label, element)
+    entries = [_entry(program, label, output) for label, output in ON_CHAIN]
+    recompute_on_chain(program, trace2, entries, (OneStepLayerNormHarness, OneStepSoftmaxHarness, OneStepGeluHarness,
+                                                  OneStepElementwiseHarness, OneStepExactSumHarness,
+                                                  OneStepOptimHarness), accounts[0], 2029)
+
+
+def test_softmaxRowSums_cKernel_equalsTheEagerOps(small, trace2):
+    """The row sums' C kernel (the engine's C softmax up to its sum) is built, in use, and
+    gives the eager ops' bits on the step's own scores."""
+    manifest, _, checkpoints = small
+    program = _program(manifest, checkpoints[2])
+    assert kinds_lm._sums_kernel() is not None
+    t = _entry(program, "blocks.0.softmax row sums")
+    scores = trace2.outputs[program.entries[t].inputs[0].index]
+    assert torch.equal(trace2.outputs[t].view(torch.int64), kinds_lm._eager_row_sums(scores).view(torch.int64))

@@ -10,6 +10,7 @@ for the entries asked for with ``keep``).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -26,6 +27,12 @@ from ..training.trainer import BatchFeed, as_checkpoint, as_shard
 from .kinds import Context, evaluate
 from .program import APP, BATCH, STATE, Program, Ref, derive, step_scalars
 from .roots import tensor_root
+
+
+#: outputs whose roots may lag behind the evaluation (their tensors kept meanwhile)
+ROOTS_AHEAD = 16
+#: threads hashing outputs beside the evaluation
+HASHERS = 1
 
 
 def committed(t: torch.Tensor) -> torch.Tensor:
@@ -107,7 +114,8 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
     kept: dict[int, torch.Tensor] = {}
     memo: dict[tuple, tuple] = {}
     last_of = {(a.kind, a.inputs, a.attributes): t for t, a in enumerate(program.entries)}
-    roots = []
+    roots: list = []
+    hashing = ThreadPoolExecutor(max_workers=HASHERS)  # roots while the next entries evaluate (C, no GIL)
     for t, app in enumerate(program.entries):
         key = (app.kind, app.inputs, app.attributes)
         if key not in memo:
@@ -118,7 +126,9 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
             raise TraceError(f"entry {t} ({app.label}): the engine gave {tuple(out.shape)}, the program says {app.shape}")
         if edit is not None:
             out = edit(t, out)
-        roots.append(tensor_root(committed(out)))
+        roots.append(hashing.submit(tensor_root, committed(out)))
+        if len(roots) > ROOTS_AHEAD and not roots[-ROOTS_AHEAD - 1].done():
+            roots[-ROOTS_AHEAD - 1].result()  # bounded: at most ROOTS_AHEAD outputs wait for their root
         live[t] = out
         if keep is True or (keep and t in keep):
             kept[t] = out
@@ -127,6 +137,8 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
             ctx.release(Ref(APP, done))
         if last_of[key] == t:  # a multi-output kind's last entry
             del memo[key]
+    roots = [r.result() for r in roots]
+    hashing.shutdown()
     state_roots = [tensor_root(committed(s)) for s in state]
     next_roots = list(state_roots)
     for s, t in program.updates.items():

@@ -6,21 +6,27 @@ is computed here with the engine's own functions up to that point."""
 
 from __future__ import annotations
 
+import ctypes
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from ..training import intgemm_fused, native_chains
+from ..errors import TraceError
+from ..training import intgemm_fused, native, native_chains
 from ..training.ops import GradBook, bmm_exact
 from ..training.ops.attention import _causal_mask
 from ..training.ops.dropout import keep_mask
 from ..training.optim import OptimizerSpec, repro_update
-from ..training.repro_ops import F64, exp64, unit_row_sum
+from ..training.repro_ops import _EXP_COEFFS, EXACT_BITS, F64, ceil_log2, exp64, unit_row_sum
 from ..training.schedule import clip_of_norm, norm_of_sum, square_grid, square_terms
 
 if TYPE_CHECKING:
     from .kinds import Context
+
+SUMS_SOURCE = Path(__file__).with_name("softmax_sums.c")
+_state: dict = {}
 
 
 def _part(x: torch.Tensor, part: int) -> torch.Tensor:
@@ -34,12 +40,55 @@ def _bmm(ins, at, ctx: Context):
     return (out * at["scale"] if at["scale"] != 1.0 else out,)
 
 
-def _softmax_row_sum(ins, at, ctx: Context):
-    """``softmax_causal``'s exact row sums (its float64 exps up to their sum)."""
-    s = ins[0]
+def _eager_row_sums(s: torch.Tensor) -> torch.Tensor:
+    """``softmax_causal``'s exact row sums, by its eager ops up to the sum."""
     n, t, _ = s.shape
     z = s.to(F64).masked_fill(_causal_mask(t, s.device), float("-inf"))
-    return (unit_row_sum(exp64(z - z.amax(-1, keepdim=True)).view(n * t, t)),)
+    return unit_row_sum(exp64(z - z.amax(-1, keepdim=True)).view(n * t, t))
+
+
+def _sums_kernel():
+    """``softmax_sums.c`` (the engine's C softmax up to its sum), or None where the engine
+    has no C kernels; built and checked against the eager ops once a process."""
+    if "sums" not in _state:
+        lib = None
+        if native.ready():
+            lib = ctypes.CDLL(str(native.build_library(
+                "softmax-sums", [SUMS_SOURCE], [*native.FLAGS, f"-I{native.CHAIN_SOURCE.parent}"],
+                extra=(native.CHAIN_SOURCE,), args=("-lm", str(native._compile())))))  # its other kernels
+            lib.tt_softmax_row_sums.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+                                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+            lib.tt_softmax_row_sums.restype = ctypes.c_int
+            gen = torch.Generator().manual_seed(28)
+            for n, t, scale in ((3, 7, 1.0), (2, 64, 30.0), (1, 128, 1e-3)):
+                s = torch.randn(n, t, t, generator=gen) * scale
+                s[0, -1, 0], s[-1, 1, 1] = float("-inf"), float("nan")
+                if not torch.equal(*(_canonical(x) for x in (_c_row_sums(lib, s), _eager_row_sums(s)))):
+                    raise TraceError("the C softmax row sums differ from the eager ops'")
+        _state["sums"] = lib
+    return _state["sums"]
+
+
+def _canonical(x: torch.Tensor) -> torch.Tensor:
+    """float64 bits with every NaN one pattern (as a tensor's tree holds them)."""
+    return torch.where(x.isnan(), torch.full_like(x, float("nan")), x).view(torch.int64)
+
+
+def _c_row_sums(lib, s: torch.Tensor) -> torch.Tensor:
+    s = s.contiguous()
+    n, t, _ = s.shape
+    out = torch.empty(n * t, dtype=F64)
+    coeffs = torch.tensor(_EXP_COEFFS, dtype=F64)
+    if lib.tt_softmax_row_sums(s.data_ptr(), n * t, t, EXACT_BITS - ceil_log2(t), coeffs.data_ptr(), out.data_ptr(),
+                               torch.get_num_threads()):
+        raise MemoryError("tt_softmax_row_sums: no scratch memory")
+    return out
+
+
+def _softmax_row_sum(ins, at, ctx: Context):
+    s = ins[0]
+    lib = _sums_kernel() if native_chains.usable(s, ctx.fuse) else None
+    return (_c_row_sums(lib, s) if lib is not None else _eager_row_sums(s),)
 
 
 def _softmax(ins, at, ctx: Context):
