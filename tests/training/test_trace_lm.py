@@ -14,9 +14,8 @@ import pytest
 import torch
 
 from truetrain.demo.run import LM_MODEL
-from truetrain.trace import APP, KINDS, build_trace, derive, first_divergence, kinds_lm, updated_state
+from truetrain.trace import APP, KINDS, build_trace, derive, first_divergence, kinds_lm, step_scalars, updated_state
 from truetrain.trace.builder import committed
-from truetrain.trace.program import step_scalars
 from truetrain.trace.roots import tensor_root
 from truetrain.training import build_manifest, task_start
 from truetrain.training.merkle import merkle_root

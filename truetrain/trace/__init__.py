@@ -5,7 +5,7 @@ the first entry two traces disagree on. Nothing imports this package on a worker
 path."""
 
 from .builder import Trace, build_trace, committed, first_divergence, updated_state
-from .program import APP, BATCH, KINDS, STATE, Application, Program, Ref, derive
+from .program import APP, BATCH, KINDS, STATE, Application, Program, Ref, derive, step_scalars
 
 __all__ = ["APP", "BATCH", "KINDS", "STATE", "Application", "Program", "Ref", "Trace", "build_trace", "committed",
-           "derive", "first_divergence", "updated_state"]
+           "derive", "first_divergence", "step_scalars", "updated_state"]

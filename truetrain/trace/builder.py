@@ -124,8 +124,10 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
         out = memo[key][app.output]
         if tuple(out.shape) != app.shape:
             raise TraceError(f"entry {t} ({app.label}): the engine gave {tuple(out.shape)}, the program says {app.shape}")
-        if edit is not None:
-            out = edit(t, out)
+        edited = out if edit is None else edit(t, out)
+        if edited is not out:
+            ctx.release(Ref(APP, t))  # what its evaluation saved is not the edited output's
+            out = edited
         roots.append(hashing.submit(tensor_root, committed(out)))
         if len(roots) > ROOTS_AHEAD and not roots[-ROOTS_AHEAD - 1].done():
             roots[-ROOTS_AHEAD - 1].result()  # bounded: at most ROOTS_AHEAD outputs wait for their root

@@ -20,7 +20,7 @@ from ..training.ops import GradBook
 from ..training.ops.loss import softmax_xent
 from ..training.optim import OptimizerSpec, repro_update
 from ..training import intgemm_fused, native, native_linear
-from .kinds_lm import LM_EVALUATORS
+from .kinds_lm import LM_EVALUATORS, untransposed
 from .program import APP, Ref
 from ..training.repro_ops import _EXP_MIN, EXACT_BITS, F64, _exp64_core, ceil_log2, operand_bits, xent_loss
 
@@ -83,6 +83,8 @@ def _apply_mask(ins, at, ctx: Context):
 
 
 def _permute(ins, at, ctx: Context):
+    if tuple(at["perm"]) == (1, 0) and ins[0].dim() == 2:  # a transpose: its readers may want the rows as they were
+        ctx.saved[("plain", Ref(APP, ctx.index))] = ins[0]
     return (ins[0].reshape(at["shape"]).permute(*at["perm"]).contiguous().view(ctx.app.shape),)
 
 
@@ -95,7 +97,7 @@ def _row_scales(ins, at, ctx: Context):
 def _weight_grad(ins, at, ctx: Context):
     """``dW`` from ``aᵀ``, ``gᵀ`` and ``a``'s row scales: the forward's quantised rows of
     ``a`` (as the engine's backward reuses them), ``g`` as the step's book takes it."""
-    a, g, scales = ins[0].T.contiguous(), ins[1].T.contiguous(), ins[2]
+    a, g, scales = untransposed(ins, ctx, 0), untransposed(ins, ctx, 1), ins[2]
     qa = ctx.saved.pop(("scales", ctx.ref(2)), None)
     qa = qa if qa is not None else quantize(a, 1, ctx.limbs, fuse=ctx.fuse)
     if not torch.equal(qa.scale.reshape(-1), scales.reshape(-1)):
@@ -110,7 +112,7 @@ def _weight_grad(ins, at, ctx: Context):
 def _column_sum(ins, at, ctx: Context):
     vt = ins[0]
     book = GradBook(ctx.engine, ctx.limbs, vt.shape[1])
-    book.columns("b", vt.T.contiguous())
+    book.columns("b", untransposed(ins, ctx, 0))
     return (book.result()["b"],)
 
 

@@ -25,6 +25,13 @@ from ..training.schedule import clip_of_norm, norm_of_sum, square_grid, square_t
 if TYPE_CHECKING:
     from .kinds import Context
 
+
+def untransposed(ins, ctx: Context, i: int) -> torch.Tensor:
+    """Input ``i``, a transpose's output, transposed back (the transpose's input where the
+    transpose kept it: ``kinds._permute``)."""
+    plain = ctx.saved.get(("plain", ctx.ref(i)))
+    return plain.contiguous() if plain is not None else ins[i].T.contiguous()
+
 SUMS_SOURCE = Path(__file__).with_name("softmax_sums.c")
 _state: dict = {}
 
@@ -151,7 +158,7 @@ def _dropout(ins, at, ctx: Context):
 def _scatter(ins, at, ctx: Context):
     gt, ids = ins
     book = GradBook(ctx.engine, ctx.limbs, gt.shape[1])
-    book.scatter("t", gt.T.contiguous(), ids.reshape(-1).long(), at["rows"])
+    book.scatter("t", untransposed(ins, ctx, 0), ids.reshape(-1).long(), at["rows"])
     return (book.result()["t"],)
 
 
