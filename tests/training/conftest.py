@@ -55,3 +55,23 @@ def make_manifest():
         fields.update(over)
         return build_manifest(**fields)
     return make
+
+
+def recompute_on_chain(program, trace, entries: list[int], containers, account, seed: int) -> None:
+    """One element (seeded) of each of ``entries`` recomputed by its kind's one-step harness
+    (deployed from ``containers`` as first needed) equals the trace's (truetrain/trace)."""
+    import numpy as np
+
+    from truetrain.trace import KINDS
+    from truetrain.trace.openings import one_step_call
+
+    by_name, harnesses, rng = {c._name: c for c in containers}, {}, np.random.default_rng(seed)
+    for t in entries:
+        app = program.entries[t]
+        assert KINDS[app.kind][2] is not None
+        element = int(rng.integers(int(np.prod(app.shape))))
+        call = one_step_call(program, trace, t, element)
+        if call.contract not in harnesses:
+            harnesses[call.contract] = by_name[call.contract].deploy({"from": account})
+        got = getattr(harnesses[call.contract], call.function).call(*call.args)
+        assert call.result(got) == call.want, (t, app.label, element)

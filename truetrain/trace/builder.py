@@ -10,6 +10,7 @@ for the entries asked for with ``keep``).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,8 +25,14 @@ from ..training.manifest import load_manifest
 from ..training.merkle import merkle_root
 from ..training.trainer import BatchFeed, as_checkpoint, as_shard
 from .kinds import Context, evaluate
-from .program import APP, BATCH, STATE, Program, derive
+from .program import APP, BATCH, STATE, Program, Ref, derive, step_scalars
 from .roots import tensor_root
+
+
+#: outputs whose roots may lag behind the evaluation (their tensors kept meanwhile)
+ROOTS_AHEAD = 16
+#: threads hashing outputs beside the evaluation
+HASHERS = 1
 
 
 def committed(t: torch.Tensor) -> torch.Tensor:
@@ -89,7 +96,11 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
     output before it is committed to and read."""
     manifest = load_manifest(manifest)
     ckpt = as_checkpoint(ckpt)
-    program = program or derive(manifest)
+    scalars = step_scalars(manifest, ckpt)
+    if program is None:
+        program = derive(manifest, **scalars)
+    elif dict(program.scalars) != scalars:
+        raise TraceError("the program given is not this step's (its step-dependent attributes differ)")
     dev = torch.device(device or "cpu")
     feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
     batch = list(feed.batch(ckpt.rng_key, ckpt.step))
@@ -103,25 +114,33 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
     kept: dict[int, torch.Tensor] = {}
     memo: dict[tuple, tuple] = {}
     last_of = {(a.kind, a.inputs, a.attributes): t for t, a in enumerate(program.entries)}
-    roots = []
+    roots: list = []
+    hashing = ThreadPoolExecutor(max_workers=HASHERS)  # roots while the next entries evaluate (C, no GIL)
     for t, app in enumerate(program.entries):
         key = (app.kind, app.inputs, app.attributes)
         if key not in memo:
             ins = [_input(r, live, state, batch) for r in app.inputs]
-            memo[key] = evaluate(app.kind, ins, app.attrs, ctx)
+            memo[key] = evaluate(t, app, ins, ctx)
         out = memo[key][app.output]
         if tuple(out.shape) != app.shape:
             raise TraceError(f"entry {t} ({app.label}): the engine gave {tuple(out.shape)}, the program says {app.shape}")
-        if edit is not None:
-            out = edit(t, out)
-        roots.append(tensor_root(committed(out)))
+        edited = out if edit is None else edit(t, out)
+        if edited is not out:
+            ctx.release(Ref(APP, t))  # what its evaluation saved is not the edited output's
+            out = edited
+        roots.append(hashing.submit(tensor_root, committed(out)))
+        if len(roots) > ROOTS_AHEAD and not roots[-ROOTS_AHEAD - 1].done():
+            roots[-ROOTS_AHEAD - 1].result()  # bounded: at most ROOTS_AHEAD outputs wait for their root
         live[t] = out
         if keep is True or (keep and t in keep):
             kept[t] = out
         for done in last_use.get(t, ()):  # outputs no later entry reads
             live.pop(done, None)
+            ctx.release(Ref(APP, done))
         if last_of[key] == t:  # a multi-output kind's last entry
             del memo[key]
+    roots = [r.result() for r in roots]
+    hashing.shutdown()
     state_roots = [tensor_root(committed(s)) for s in state]
     next_roots = list(state_roots)
     for s, t in program.updates.items():

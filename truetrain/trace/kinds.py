@@ -10,7 +10,7 @@ gradient's transposed rows): they are computed here with the engine's functions
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,19 +20,36 @@ from ..training.ops import GradBook
 from ..training.ops.loss import softmax_xent
 from ..training.optim import OptimizerSpec, repro_update
 from ..training import intgemm_fused, native, native_linear
+from .kinds_lm import LM_EVALUATORS, untransposed
+from .program import APP, Ref
 from ..training.repro_ops import _EXP_MIN, EXACT_BITS, F64, _exp64_core, ceil_log2, operand_bits, xent_loss
 
 
 @dataclass
 class Context:
-    """What every application of one step shares."""
+    """What every application of one step shares; ``app`` is the application being
+    evaluated, ``saved`` what a later application reuses (the engine's own saved values:
+    a linear's quantised rows, LayerNorm's normalised rows, GELU's slope), by the input's
+    reference."""
 
     engine: GemmEngine
     limbs: int
+    app: object = None
+    index: int = -1
+    saved: dict = field(default_factory=dict)
 
     @property
     def fuse(self) -> bool:
         return self.engine.fuse
+
+    def ref(self, i: int):
+        return self.app.inputs[i]
+
+    def release(self, ref) -> None:
+        """Forget what was saved for ``ref`` (its tensor is no longer read)."""
+        for key in [k for k in self.saved if k[1] == ref]:
+            del self.saved[key]
+
 
 
 def _linear(ins, at, ctx: Context):
@@ -42,8 +59,19 @@ def _linear(ins, at, ctx: Context):
     # ReproStep.weight: W.T in the forward, W itself for the input gradient)
     right = quantize(bt.T, 0, ctx.limbs, fuse=ctx.fuse)
     if native_linear.usable(a, bt, ctx.engine) and native_linear.exact(a.shape[1], ctx.limbs):
-        return (native_linear.product(a, right, bias)[0],)  # one C call, as _Linear's
-    return (ctx.engine.matmul(quantize(a, 1, ctx.limbs, fuse=ctx.fuse), right, bias),)
+        out, qa = native_linear.product(a, right, bias)  # one C call, as _Linear's
+    else:
+        qa = quantize(a, 1, ctx.limbs, fuse=ctx.fuse)
+        out = ctx.engine.matmul(qa, right, bias)
+    ctx.saved[("rows", ctx.ref(0))] = qa
+    return (out,)
+
+
+def _quantized_rows(a: torch.Tensor, ctx: Context, i: int):
+    """Input ``i`` (rows, k) quantised as a left operand: the forward product's, where one
+    quantised it (the engine's backward reuses its forward's)."""
+    qa = ctx.saved.get(("rows", ctx.ref(i)))
+    return qa if qa is not None else quantize(a.contiguous(), 1, ctx.limbs, fuse=ctx.fuse)
 
 
 def _relu(ins, at, ctx: Context):
@@ -55,16 +83,23 @@ def _apply_mask(ins, at, ctx: Context):
 
 
 def _permute(ins, at, ctx: Context):
-    return (ins[0].reshape(at["shape"]).permute(*at["perm"]).contiguous(),)
+    if tuple(at["perm"]) == (1, 0) and ins[0].dim() == 2:  # a transpose: its readers may want the rows as they were
+        ctx.saved[("plain", Ref(APP, ctx.index))] = ins[0]
+    return (ins[0].reshape(at["shape"]).permute(*at["perm"]).contiguous().view(ctx.app.shape),)
 
 
 def _row_scales(ins, at, ctx: Context):
-    return (quantize(ins[0].contiguous(), 1, ctx.limbs, fuse=ctx.fuse).scale.reshape(-1),)
+    qa = _quantized_rows(ins[0], ctx, 0)
+    ctx.saved[("scales", Ref(APP, ctx.index))] = qa  # the weight gradient reads these rows' integers
+    return (qa.scale.reshape(-1),)
 
 
 def _weight_grad(ins, at, ctx: Context):
-    g, a, scales = ins[0].contiguous(), ins[1].contiguous(), ins[2]
-    qa = quantize(a, 1, ctx.limbs, fuse=ctx.fuse)
+    """``dW`` from ``aᵀ``, ``gᵀ`` and ``a``'s row scales: the forward's quantised rows of
+    ``a`` (as the engine's backward reuses them), ``g`` as the step's book takes it."""
+    a, g, scales = untransposed(ins, ctx, 0), untransposed(ins, ctx, 1), ins[2]
+    qa = ctx.saved.pop(("scales", ctx.ref(2)), None)
+    qa = qa if qa is not None else quantize(a, 1, ctx.limbs, fuse=ctx.fuse)
     if not torch.equal(qa.scale.reshape(-1), scales.reshape(-1)):
         raise TraceError("weight_grad: the row scales given are not the rows' own")
     if native.small(g, ctx.fuse) and qa.has_q64 and native_linear.exact(g.shape[0], ctx.limbs):
@@ -77,7 +112,7 @@ def _weight_grad(ins, at, ctx: Context):
 def _column_sum(ins, at, ctx: Context):
     vt = ins[0]
     book = GradBook(ctx.engine, ctx.limbs, vt.shape[1])
-    book.columns("b", vt.T.contiguous())
+    book.columns("b", untransposed(ins, ctx, 0))
     return (book.result()["b"],)
 
 
@@ -91,7 +126,10 @@ def _xent_partial_sum(ins, at, ctx: Context):
 
 
 def _xent(ins, at, ctx: Context, total_rows: int):
-    return softmax_xent(ins[0].contiguous(), ins[2].long(), total_rows, ctx.fuse)
+    key = ("xent", ctx.ref(0), ctx.ref(2), total_rows)  # the gradient and the loss share one call
+    if key not in ctx.saved:
+        ctx.saved[key] = softmax_xent(ins[0].contiguous(), ins[2].reshape(-1).long(), total_rows, ctx.fuse)
+    return ctx.saved[key]
 
 
 def _xent_grad(ins, at, ctx: Context):
@@ -119,9 +157,13 @@ EVALUATORS = {
 }
 
 
-def evaluate(kind: str, inputs: list[torch.Tensor], attributes: dict, ctx: Context) -> tuple[torch.Tensor, ...]:
-    """Every output of one application of ``kind``."""
-    if kind not in EVALUATORS:
-        raise TraceError(f"no evaluator for the kind {kind!r}")
+EVALUATORS.update(LM_EVALUATORS)
+
+
+def evaluate(index: int, app, inputs: list[torch.Tensor], ctx: Context) -> tuple[torch.Tensor, ...]:
+    """Every output of one application ``app``."""
+    if app.kind not in EVALUATORS:
+        raise TraceError(f"no evaluator for the kind {app.kind!r}")
+    ctx.app, ctx.index = app, index
     with torch.no_grad():
-        return EVALUATORS[kind](inputs, attributes, ctx)
+        return EVALUATORS[app.kind](inputs, app.attrs, ctx)

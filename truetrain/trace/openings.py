@@ -43,10 +43,10 @@ def _dims(t: torch.Tensor) -> tuple[int, int]:
 class _Tensor:
     """One input: its tree, descriptor and openings."""
 
-    def __init__(self, t: torch.Tensor):
+    def __init__(self, t: torch.Tensor, dims: tuple[int, int] | None = None):
         self.t = committed(t)
         self.tree = TensorTree(self.t)
-        self.rows, self.cols = _dims(self.t)
+        self.rows, self.cols = dims or _dims(self.t)
 
     @property
     def desc(self):
@@ -76,8 +76,7 @@ def one_step_call(program: Program, trace: Trace, t: int, element: int) -> OneSt
     if app.kind == "linear":
         a, bt = ins[0], ins[1]
         bias = ins[2] if at["bias"] else None
-        none = ("0x" + "00" * 32, 0, 0)
-        args = (a.desc, bt.desc, bias.desc if bias else none, at["limbs"], i, j, a.row(i), bt.row(j),
+        args = (a.desc, bt.desc, bias.desc if bias else NONE, at["limbs"], i, j, a.row(i), bt.row(j),
                 bias.open(j) if bias else (b"", []))
         return OneStepCall("OneStepGemmHarness", "linearElement", args, want)
     if app.kind == "relu":
@@ -108,7 +107,12 @@ def one_step_call(program: Program, trace: Trace, t: int, element: int) -> OneSt
         descs = [x.desc for x in ins] + [("0x" + "00" * 32, 0, 0)] * (3 - len(ins))
         opens = [x.open(element) for x in ins] + [(b"", [])] * (3 - len(ins))
         return OneStepCall("OneStepOptimHarness", "sgdElement", (s, descs, element, opens), want, app.output)
-    raise TraceError(f"no one-step call for the kind {app.kind!r} here")
+    from .openings_lm import lm_call
+
+    call = lm_call(app, ins, trace, element, want)
+    if call is None:
+        raise TraceError(f"no one-step call for the kind {app.kind!r} here")
+    return call
 
 
 def _f32(v: float) -> int:
@@ -116,6 +120,8 @@ def _f32(v: float) -> int:
 
 
 _EMPTY = (b"", [])
+#: the descriptor of an absent input (no bias)
+NONE = ("0x" + "00" * 32, 0, 0)
 
 
 def game_openings(program: Program, trace: Trace, t: int, element: int) -> list:

@@ -58,11 +58,11 @@ KINDS: dict[str, tuple[tuple[str, ...], int, str | None]] = {
     "add": ((), 1, "OneStepElementwise.addElement"),
     "permute": (("shape", "perm"), 1, "OneStepElementwise.permuteElement"),
     "embedding": ((), 1, "OneStepElementwise.embeddingElement"),
-    "dropout": (("site", "p_f64", "first"), 1, "OneStepElementwise.dropoutElement"),
+    "dropout": (("key", "site", "p_f64", "first"), 1, "OneStepElementwise.dropoutElement"),
     "gelu": ((), 1, "OneStepGelu.geluElement"),
     "gelu_backward": ((), 1, "OneStepGelu.geluBackwardElement"),
     "layernorm": (("eps_f64",), 1, "OneStepLayerNorm.layerNormElement"),
-    "layernorm_backward": ((), 2, "OneStepLayerNorm.layerNormBackwardElement"),
+    "layernorm_backward": (("eps_f64",), 2, "OneStepLayerNorm.layerNormBackwardElement"),
     "column_sum": ((), 1, "OneStepExactSum.columnSumElement"),
     "scatter": (("rows",), 1, "OneStepExactSum.scatterElement"),
     "softmax_row_sum": ((), 1, "OneStepSoftmax.rowSumElement"),
@@ -79,13 +79,31 @@ KINDS: dict[str, tuple[tuple[str, ...], int, str | None]] = {
     # program's proposal
     "row_scales": (("limbs",), 1, None),  # (rows,) float32: a row's power-of-two scale
     "weight_grad": (("limbs",), 1, None),  # (g, a, row_scales(a)) -> dW = gᵀ a, (out, in)
-    "bmm": (("limbs", "transpose_b"), 1, None),
-    "clip_factor": (("clip_norm",), 1, None),
+    # (a, bt) -> float32(A[n] · Bt[n]ᵀ) · scale for n < N, A = part a_part of ``a`` viewed
+    # (parts, N, M, K), Bt = part b_part of ``bt`` viewed (parts, N, P, K); output (N, M, P)
+    "bmm": (("limbs", "scale", "a_part", "b_part"), 1, None),
+    # the inputs' elements one after another (a flat concatenation) viewed as ``shape``,
+    # permuted by ``perm`` (the attention's dq, dk, dv back into the qkv layout)
+    "concat_permute": (("shape", "perm"), 1, None),
+    "positions": (("seq_len",), 1, None),  # (rows,) int32 words: row r's position r mod seq_len
+    "increment": ((), 1, None),  # a 0-dim int32 word plus one (AdamW's lr_step)
+    # the clip factor (as truetrain/numerics/clip.py cuts it): every gradient, in the
+    # parameters' order, cut into ranges of ``width`` values (the last of a tensor shorter):
+    # each range's largest magnitude (float32), its integer sum of squares on the grid of
+    # the largest of those (float64), then the norm (float64) and the factor (float32)
+    "clip_max": (("width",), 1, None),
+    "clip_sum": (("width", "count"), 1, None),
+    "clip_factor": (("count", "clip_norm_f64"), 2, None),
 }
 #: kinds whose output is float64 (two words an element)
-FLOAT64 = {"softmax_row_sum", "xent_partial_sum", "xent_loss"}
+FLOAT64 = {"softmax_row_sum", "xent_partial_sum", "xent_loss", "clip_sum", ("clip_factor", 0)}
+#: attributes whose values depend on the step (docs/onestep.md, "The program and the trace
+#: builder"): written as 0 in the job's template
+STEP_ATTRIBUTES = {("adam", "lr"), ("dropout", "key")}
 #: the cross-entropy's widest block of columns (a row of 256 exps is over the gas limit)
 XENT_BLOCK = 128
+#: the clip factor's ranges of gradient values (one range opened by a one-step)
+CLIP_WIDTH = 16384
 
 
 @dataclass(frozen=True)
@@ -117,9 +135,10 @@ class Application:
 
     @property
     def words(self) -> int:
-        return 2 if self.kind in FLOAT64 else 1
+        return 2 if self.kind in FLOAT64 or (self.kind, self.output) in FLOAT64 else 1
 
-    def encode(self) -> bytes:
+    def encode(self, template: bool = False) -> bytes:
+        """The entry's ABI encoding; ``template``: the step-dependent attributes as 0."""
         names, outputs, _ = KINDS[self.kind]
         given = self.attrs
         if tuple(given) != names or not 0 <= self.output < outputs:
@@ -127,8 +146,12 @@ class Application:
                              f"do not fit the kind {self.kind!r} ({names}, {outputs} outputs)")
         flat: list[int] = []
         for name in names:
-            value = given[name]
-            if isinstance(value, (tuple, list)):
+            value = 0 if template and (self.kind, name) in STEP_ATTRIBUTES else given[name]
+            if isinstance(value, str):
+                value = value.encode()
+            if isinstance(value, bytes) and name == "key":
+                flat.append(int.from_bytes(value, "big"))
+            elif isinstance(value, (tuple, list, bytes)):
                 flat += [len(value), *map(int, value)]
             elif isinstance(value, float):
                 flat.append(_f64_bits(value) if name.endswith("_f64") else _f32_bits(value))
@@ -171,6 +194,7 @@ class Program:
     batch: tuple[str, ...]
     batch_shapes: tuple[tuple[int, ...], ...]
     updates: dict[int, int] = field(default_factory=dict)
+    scalars: tuple[tuple[str, object], ...] = ()  # the step's values of STEP_ATTRIBUTES' sources
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -183,7 +207,7 @@ class Program:
         return merkle_root(self.leaves())
 
     def root(self) -> bytes:
-        """The program root: MerkleCommitment's tree over the entries' leaves."""
+        """The program root: MerkleCommitment's tree over the entries' leaves (this step's)."""
         return self.root_hash
 
     def layout(self) -> list[int]:
@@ -194,6 +218,11 @@ class Program:
         """What a job binds: ``keccak256(abi.encode(root, entries, layout))``."""
         return keccak256(encode(["bytes32", "uint256", "uint256[]"], [self.root(), len(self.entries), self.layout()]))
 
+    def template_root(self) -> bytes:
+        """The job's program root: the same tree with the step-dependent attributes as 0
+        (every step of a job has this template)."""
+        return merkle_root([keccak256(a.encode(template=True)) for a in self.entries])
+
 
 class Builder:
     """Appends applications and hands back their references."""
@@ -203,6 +232,7 @@ class Builder:
         self.state, self.state_shapes = state, state_shapes
         self.batch, self.batch_shapes = batch, [tuple(s) for s in batch_shapes]
         self.updates: dict[int, int] = {}
+        self.scalars: dict[str, object] = {}
 
     def state_ref(self, name: str) -> Ref:
         return Ref(STATE, self.state.index(name))
@@ -241,14 +271,15 @@ class Builder:
         return self.add("linear", inputs, (rows, out), label, limbs=limbs, bias=int(bias is not None))
 
     def param_grads(self, g: Ref, a: Ref, wname: str, bname: str | None, limbs: int, label: str) -> dict[str, Ref]:
-        """A linear map's weight gradient ``gᵀ a`` (scales of ``a``'s rows as an input) and
-        its bias gradient (column sums of ``g``, read transposed)."""
+        """A linear map's weight gradient ``gᵀ a`` (from ``aᵀ``, ``gᵀ`` and the scales of
+        ``a``'s rows) and its bias gradient (column sums of ``g``: the rows of ``gᵀ``)."""
         rows = self.shape(a)[0]
         scales = self.add("row_scales", [a], (rows,), f"{label} row scales", limbs=limbs)
-        out = {wname: self.add("weight_grad", [g, a, scales], self.shape(self.state_ref(wname)),
+        gt = self.transpose(g, f"{label} output gradient transposed")
+        at = self.transpose(a, f"{label} input transposed")
+        out = {wname: self.add("weight_grad", [at, gt, scales], self.shape(self.state_ref(wname)),
                                f"{label} weight gradient", limbs=limbs)}
         if bname:
-            gt = self.transpose(g, f"{label} output gradient transposed")
             out[bname] = self.add("column_sum", [gt], (self.shape(g)[1],), f"{label} bias gradient")
         return out
 
@@ -263,26 +294,9 @@ class Builder:
         return self.add("xent_grad", [logits, parts, labels], (rows, classes), f"{label} gradient",
                         total_rows=total_rows)
 
-    def update(self, manifest: Manifest, grads: dict[str, Ref], params: list[str]) -> None:
-        """The optimizer's applications, one a parameter (outputs in ``updates``)."""
-        spec = manifest.optimizer
-        if spec.kind != "sgd":
-            raise TraceError(f"the program of a {spec.kind} update is not derived yet")
-        for name in params:
-            p = self.state_ref("model." + name)
-            buf = f"optim.momentum.{name}"
-            inputs = [p, grads[name]] + ([self.state_ref(buf)] if buf in self.state else [])
-            shape = self.shape(p)
-            refs = self.outputs("sgd", inputs, [shape] * (len(inputs) - 1), f"{name} update",
-                                lr=spec.lr_at(0), weight_decay=float(np.float32(spec.weight_decay)),
-                                momentum=float(np.float32(spec.momentum)))
-            self.updates[p.index] = refs[0].index
-            if len(refs) > 1:
-                self.updates[self.state_ref(buf).index] = refs[1].index
-
     def program(self) -> Program:
         return Program(tuple(self.entries), tuple(self.state), tuple(self.state_shapes), tuple(self.batch),
-                       tuple(self.batch_shapes), dict(self.updates))
+                       tuple(self.batch_shapes), dict(self.updates), tuple(self.scalars.items()))
 
 
 def state_names(manifest: Manifest) -> tuple[list[str], list[tuple[int, ...]]]:
@@ -295,14 +309,38 @@ def state_names(manifest: Manifest) -> tuple[list[str], list[tuple[int, ...]]]:
     return names, [tuple(shapes[k]) for k in shapes] + [tuple(v.shape) for v in optim.values()]
 
 
-def derive(manifest) -> Program:
-    """The program of one step of ``manifest``'s job (the same for every step)."""
+def derive(manifest, *, lr_step: int = 0, dropout_key: bytes | None = None) -> Program:
+    """The program of one step of ``manifest``'s job. The entries are the same for every
+    step; the step-dependent attributes (:data:`STEP_ATTRIBUTES`) are computed from the
+    manifest and the step's position: AdamW's learning rate from ``lr_step`` (the global
+    inner step, the state's ``optim.lr_step``), dropout's key (the step's, from the task's
+    key and the step number; None: the template's 0). :func:`step_scalars` gives both from
+    a checkpoint."""
     manifest = load_manifest(manifest)
     if not manifest.repro:
         raise TraceError("only a repro job's step has a program")
     if manifest.model.kind == "mlp":
         return _mlp(manifest)
+    if manifest.model.kind == "lm":
+        from .program_lm import lm_program
+
+        return lm_program(manifest, lr_step, dropout_key)
     raise TraceError(f"the program of a {manifest.model.kind!r} model is not derived yet")
+
+
+def step_scalars(manifest, ckpt) -> dict:
+    """``derive``'s step arguments for the step from checkpoint ``ckpt``: ``lr_step`` (an
+    AdamW state's) and the dropout key (a model with dropout)."""
+    from ..training.rng import subkey
+    from ..training.trainer import DROPOUT_DOMAIN
+
+    manifest = load_manifest(manifest)
+    out: dict = {}
+    if "optim.lr_step" in ckpt.tensors:
+        out["lr_step"] = int(ckpt.tensors["optim.lr_step"])
+    if getattr(manifest.model, "dropout", 0):
+        out["dropout_key"] = subkey(ckpt.rng_key, DROPOUT_DOMAIN, ckpt.step)
+    return out
 
 
 def _mlp(manifest: Manifest) -> Program:
@@ -328,6 +366,8 @@ def _mlp(manifest: Manifest) -> Program:
             wt = b.transpose(b.state_ref(f"model.fc.{j}.weight"), f"fc.{j} weight transposed")
             da = b.linear(g, wt, None, limbs, f"fc.{j} input gradient")
             g = b.add("apply_mask", [da, masks[j - 1]], b.shape(da), f"fc.{j - 1} relu backward")
-    b.update(manifest, {k.removeprefix("model."): v for k, v in grads.items()},
-             [k.removeprefix("model.") for k in param_shapes(manifest.model)])
+    from .program_optim import update
+
+    update(b, manifest, {k.removeprefix("model."): v for k, v in grads.items()},
+           [k.removeprefix("model.") for k in param_shapes(manifest.model)], 0)
     return b.program()

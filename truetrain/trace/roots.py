@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import platform
 import subprocess
 import threading
 import time
@@ -19,12 +20,15 @@ from pathlib import Path
 
 import torch
 
-from ..numerics.tensor_merkle import CHUNK_BYTES, TensorTree, chunked
+from ..numerics.tensor_merkle import TensorTree
 from ..training.native import build_library
 
 log = logging.getLogger(__name__)
+F32, F64 = torch.float32, torch.float64
 SOURCE = Path(__file__).with_name("root_kernel.c")
-FLAGS = ["-O3", "-funroll-loops", "-std=c11", "-shared", "-fPIC", "-fopenmp"]
+FLAGS = ["-O3", "-funroll-loops", "-std=c11", "-shared", "-fPIC"]
+if platform.machine() in ("x86_64", "AMD64"):
+    FLAGS.append("-march=native")  # eight hashes a permutation in AVX-512 (or AVX2) registers
 
 #: seconds spent in :func:`tensor_root` since it was last reset (bench/trace.py reads it)
 SECONDS = 0.0
@@ -35,14 +39,17 @@ _state: dict[str, object] = {}
 def _build() -> ctypes.CDLL:
     target = build_library("tensor-root", [SOURCE], FLAGS)
     lib = ctypes.CDLL(str(target))
-    lib.tt_tensor_root.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p]
+    lib.tt_tensor_root.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_char_p]
     lib.tt_tensor_root.restype = ctypes.c_int
     return lib
 
 
-def _c_root(lib, data: bytes) -> bytes:
+def _c_root(lib, t: torch.Tensor) -> bytes:
+    """The root of ``t`` (float32 or float64, contiguous on the CPU): the canonical layout
+    (big-endian words, NaN canonical, the last chunk zero-padded) is made in the kernel."""
     out = ctypes.create_string_buffer(32)
-    if lib.tt_tensor_root(data, len(data) // CHUNK_BYTES, out) != 0:
+    wide = t.dtype == torch.float64
+    if lib.tt_tensor_root(t.data_ptr(), t.numel() * (2 if wide else 1), int(wide), out) != 0:
         raise MemoryError("tt_tensor_root: no memory for the tree")
     return out.raw
 
@@ -56,9 +63,11 @@ def _kernel():
                 try:
                     lib = _build()
                     gen = torch.Generator().manual_seed(28)
-                    for n in (1, 64, 65, 200 * 64 - 3, 3 * 64 + 1):
-                        t = torch.randn(n, generator=gen)
-                        if _c_root(lib, chunked(t)[1]) != TensorTree(t).root:
+                    for n, dtype in ((1, F32), (64, F32), (65, F32), (200 * 64 - 3, F32), (3 * 64 + 1, F32), (1, F64),
+                                     (32, F64), (8 * 64 + 3, F64)):
+                        t = torch.randn(n, generator=gen, dtype=dtype)
+                        t[n // 2] = float("nan")
+                        if _c_root(lib, t) != TensorTree(t).root:
                             raise RuntimeError(f"the C root of {n} elements differs from the tree's")
                 except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                     log.warning("tensor roots in Python (%s)", str(exc).splitlines()[0][:160] if str(exc) else exc)
@@ -72,7 +81,9 @@ def tensor_root(t: torch.Tensor) -> bytes:
     global SECONDS
     start = time.perf_counter()
     t = t.detach().cpu()
+    if t.dtype not in (F32, F64):
+        t = t.to(F32)
     lib = _kernel()
-    root = _c_root(lib, chunked(t)[1]) if lib is not None else TensorTree(t).root
+    root = _c_root(lib, t.contiguous()) if lib is not None and t.numel() else TensorTree(t).root
     SECONDS += time.perf_counter() - start
     return root
