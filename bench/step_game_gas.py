@@ -27,8 +27,8 @@ from truetrain.trace.game import play  # noqa: E402
 LIMIT = 10_000_000
 CORE = ["linear", "relu", "apply_mask", "add", "permute", "column_sum", "sgd"]
 XENT = ["xent_partial_sum", "xent_grad", "xent_loss", "softmax_row_sum", "softmax", "softmax_backward"]
-FAULTS = [(0, "linear fc.0 (32x128, K 64)"), (12, "linear input gradient (32x128, K 10)"), (2, "relu mask"),
-          (6, "xent gradient"), (10, "column sum"), (13, "apply_mask"), (9, "permute"), (24, "sgd parameter")]
+FAULTS = [(0, "linear fc.0 (32x128, K 64)"), (13, "linear input gradient (32x128, K 10)"), (2, "relu mask"),
+          (6, "xent gradient"), (11, "column sum"), (14, "apply_mask"), (8, "permute"), (26, "sgd parameter")]
 
 
 def _deploy(w3, name, *args):

@@ -22,9 +22,12 @@ KINDS_XENT = ["xent_partial_sum", "xent_grad", "xent_loss", "softmax_row_sum", "
 ZERO = "0x" + "00" * 32
 # (entry, kind): a fault in each; every one flows into the step's update (the trace builder's
 # xent_grad recomputes its sums: a fault in the partial sums (4) or the loss (5) changes no state)
-FAULTS = [(0, "linear"), (2, "relu mask"), (6, "xent gradient"), (9, "permute"),
-          (10, "column sum"), (12, "linear (input gradient)"), (13, "apply_mask"), (19, "sgd buffer"),
-          (24, "sgd parameter")]
+FAULTS = [(0, "linear"), (2, "relu mask"), (6, "xent gradient"), (8, "permute"),
+          (11, "column sum"), (13, "linear (input gradient)"), (14, "apply_mask"), (21, "sgd buffer"),
+          (26, "sgd parameter")]
+FAULT_KINDS = {"linear": "linear", "relu mask": "relu", "xent gradient": "xent_grad", "permute": "permute",
+               "column sum": "column_sum", "linear (input gradient)": "linear", "apply_mask": "apply_mask",
+               "sgd buffer": "sgd", "sgd parameter": "sgd"}
 
 
 def _kind(name: str) -> str:
@@ -61,6 +64,7 @@ def _open(game, setting, parties, accounts, probe, clock=CLOCK):
 @pytest.mark.parametrize("honest_role", [DEFENDER, CHALLENGER], ids=["honestDefender", "honestChallenger"])
 @pytest.mark.parametrize("t,kind", FAULTS, ids=[k for _, k in FAULTS])
 def test_fullGame_honestSideWins(game, setting, probe, alice, bob, t, kind, honest_role):
+    assert setting.program.entries[t].kind == FAULT_KINDS[kind]  # the entry is the one the id names
     honest, faulty = setting.honest(), setting.faulty(t, _element(setting, t, t))
     parties = (honest, faulty) if honest_role == DEFENDER else (faulty, honest)
     accounts = (alice, bob)
@@ -116,7 +120,7 @@ def test_lateMove_revertsClockExpired(game, setting, probe, alice, bob):
 def test_open_rejectsBadSetups(game, setting, probe, alice, bob):
     h = setting.honest()
     good = list(setting.setup(alice, bob, h, setting.faulty(0, 5), probe))
-    for field, value in ((0, bob.address), (1, ZERO[:42]), (4, 0), (5, []), (5, [27] + [0] * 7), (8, 0),
+    for field, value in ((0, bob.address), (1, ZERO[:42]), (4, 0), (5, []), (5, [len(setting.program.entries) + 1] + [0] * 7), (8, 0),
                          (10, good[9]), (11, 0), (11, 2**40 + 1)):
         bad = list(good)
         bad[field] = value
