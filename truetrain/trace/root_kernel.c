@@ -62,7 +62,14 @@ int tt_tensor_root(const uint8_t *data, int64_t chunks, uint8_t *out) {
     int64_t width = 1;
     while (width < chunks) width <<= 1;
     uint8_t *nodes = calloc((size_t)width, 32);
-    if (!nodes) return -1;
+    /* each level is written to the other buffer: in place, a thread's writes would race with
+     * another's reads of the level below (nodes 2i, 2i + 1 lie in another thread's range) */
+    uint8_t *next = calloc((size_t)(width > 1 ? width / 2 : 1), 32);
+    if (!nodes || !next) {
+        free(nodes);
+        free(next);
+        return -1;
+    }
     uint8_t buf[65];
 #pragma omp parallel for private(buf) schedule(static) if (chunks >= 4096)
     for (int64_t c = 0; c < chunks; ++c) {
@@ -75,10 +82,14 @@ int tt_tensor_root(const uint8_t *data, int64_t chunks, uint8_t *out) {
         for (int64_t i = 0; i < width / 2; ++i) {
             buf[0] = 1;
             memcpy(buf + 1, nodes + 64 * i, 64);
-            keccak256(buf, 65, nodes + 32 * i);
+            keccak256(buf, 65, next + 32 * i);
         }
+        uint8_t *level = nodes;
+        nodes = next;
+        next = level;
     }
     memcpy(out, nodes, 32);
     free(nodes);
+    free(next);
     return 0;
 }
