@@ -56,7 +56,7 @@ LANES: list[list[str]] = [
      "tests/contracts/test_attacks_draws.py", "tests/training/test_memory.py"],
     ["tests/integration/test_pipelined_job.py", "tests/contracts/test_identity_registry.py",
      "tests/contracts/test_market_gas.py", "tests/contracts/test_market_stateful.py",
-     "tests/training/test_trace_lm.py"],
+     "tests/training/test_trace_lm.py", "tests/contracts/test_step_kinds.py"],
     ["tests/contracts/test_dispute_stateful.py", "tests/integration/test_worker_concurrency.py",
      "tests/contracts/test_dispute_bisection.py",
      "tests/contracts/test_dispute_referees.py", "tests/contracts/test_dispute_open.py",

@@ -58,9 +58,22 @@ library OneStepClip {
         uint256 count,
         OneStepGemm.Opening[2] calldata o
     ) internal pure returns (uint64) {
-        uint256 parts = _numel(t[1]);
-        uint256 agreed = maxMagnitude(_open(t[1], 0, parts, o[1]), parts);
-        return partialSum(_open(t[0], start, n, o[0]), n, agreed, count);
+        return sumPartialOf(t[0], t[1], start, n, count, o);
+    }
+
+    /// @notice `sumPartialElement` of the gradient `g` and the maxima (`o` opening the range
+    /// of `g`, then every maximum).
+    function sumPartialOf(
+        OneStepGemm.Tensor calldata g,
+        OneStepGemm.Tensor calldata maxima,
+        uint256 start,
+        uint256 n,
+        uint256 count,
+        OneStepGemm.Opening[2] calldata o
+    ) internal pure returns (uint64) {
+        uint256 parts = _numel(maxima);
+        uint256 agreed = maxMagnitude(_open(maxima, 0, parts, o[1]), parts);
+        return partialSum(_open(g, start, n, o[0]), n, agreed, count);
     }
 
     /// @notice `(norm, factor)` (float64, float32 bits) from the ranges' maxima `t[0]` (P

@@ -96,14 +96,19 @@ library OneStepElementwise {
 
     /// @notice A dropout site's key words (big-endian words 0..2 of keccak256(key ‖ site)),
     /// threshold `min(round(p · 2^32), 2^32)` and scale `float32(1) / float32(1 - p)`.
-    function prepare(Dropout calldata d) internal pure returns (Mask memory m) {
-        uint256 h = uint256(keccak256(abi.encodePacked(d.key, d.site)));
+    function prepare(Dropout calldata d) internal pure returns (Mask memory) {
+        return maskOf(d.key, d.site, d.p);
+    }
+
+    /// @notice `prepare` of the step's dropout `key`, the `site` name and `p` (float64 bits).
+    function maskOf(bytes32 key, bytes memory site, uint64 p) internal pure returns (Mask memory m) {
+        uint256 h = uint256(keccak256(abi.encodePacked(key, site)));
         m.k0 = h >> 224;
         m.k1 = h >> 192 & M32;
         m.k2 = h >> 160 & M32;
-        m.threshold = Float64.toInt64(Float64.round(Float64.mul(d.p, TWO_POW_32)));
+        m.threshold = Float64.toInt64(Float64.round(Float64.mul(p, TWO_POW_32)));
         if (m.threshold > 1 << 32) m.threshold = 1 << 32;
-        m.scale = Float32.div(ONE, Float64.toFloat32(Float64.sub(ONE64, d.p)));
+        m.scale = Float32.div(ONE, Float64.toFloat32(Float64.sub(ONE64, p)));
     }
 
     /// @notice The mask at batch counter `counter`: `scale` if kept, else `0 · scale`.

@@ -190,7 +190,7 @@ library OneStepOptim {
     /// contributions in task order with their `weights` (samples); theta and momentum are
     /// opened only for DiLoCo.
     function aggregateElement(
-        Outer calldata s,
+        Outer memory s,
         uint256[] calldata weights,
         OneStepGemm.Tensor[] calldata t,
         uint256 index,
@@ -198,12 +198,8 @@ library OneStepOptim {
     ) internal pure returns (uint32, uint32) {
         uint256 n = weights.length;
         if (n == 0 || t.length != n + 2 || o.length != n + 2) revert OneStepWeightsInvalid(t.length, n);
-        uint32[] memory xs = new uint32[](n);
-        for (uint256 k = 0; k < n; ++k) {
-            if (weights[k] == 0 || weights[k] >= 1 << 29) revert OneStepWeightsInvalid(t.length, n);
-            OneStepGemm.sameShape(t[2], t[k + 2], k + 2);
-            xs[k] = t[k + 2].openAt(index, o[k + 2]);
-        }
+        checkWeights(weights, t.length);
+        uint32[] memory xs = contributions(t, 2, n, index, o);
         uint32 theta;
         uint32 momentum;
         if (s.outer) {
@@ -215,5 +211,29 @@ library OneStepOptim {
             }
         }
         return aggregate(s, xs, weights, theta, momentum);
+    }
+
+    /// @notice Revert OneStepWeightsInvalid(`tensors`, n) unless each of the n weights is in [1, 2^29).
+    function checkWeights(uint256[] calldata weights, uint256 tensors) internal pure {
+        uint256 n = weights.length;
+        for (uint256 k = 0; k < n; ++k) {
+            if (weights[k] == 0 || weights[k] >= 1 << 29) revert OneStepWeightsInvalid(tensors, n);
+        }
+    }
+
+    /// @notice Element `index` of each of the `n` contributions `t[from + k]` (one shape; else
+    /// OneStepOperandsMismatch(from + k)), opened by `o[from + k]`.
+    function contributions(
+        OneStepGemm.Tensor[] calldata t,
+        uint256 from,
+        uint256 n,
+        uint256 index,
+        OneStepGemm.Opening[] calldata o
+    ) internal pure returns (uint32[] memory xs) {
+        xs = new uint32[](n);
+        for (uint256 k = 0; k < n; ++k) {
+            OneStepGemm.sameShape(t[from], t[from + k], from + k);
+            xs[k] = t[from + k].openAt(index, o[from + k]);
+        }
     }
 }

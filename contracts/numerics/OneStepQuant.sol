@@ -64,16 +64,64 @@ library OneStepQuant {
         if (t[2].rows * t[2].cols != m) revert OneStepGemm.OneStepOperandsMismatch(2);
         uint256 bits = OneStepGemm.operandBits(limbs);
         uint256 ps = TensorMerkle.open(t[2].root, m, 0, m, op[2].chunks, op[2].proof);
-        (int256[] memory qg, int256 exp) = gradientIntegers(OneStepGemm.openRow(t[1], o, op[1]), ps, m, bits);
-        return finish(inputIntegers(OneStepGemm.openRow(t[0], i, op[0]), ps, m, bits), qg, exp);
+        (int256[] memory qg, int256 exp) = gradientIntegers(OneStepGemm.openRow(t[1], o, op[1]), 4, ps, m, bits);
+        return finish(inputIntegers(OneStepGemm.openRow(t[0], i, op[0]), 4, ps, m, bits), qg, exp);
+    }
+
+    /// @notice `dW[o][i]` with the operands in the step program's order: `t` = g, a and a's
+    /// `M` row scales (opened whole by `op[2]`). `transposed`: g and a are given as gᵀ
+    /// (out, M) and aᵀ (in, M), `op` opening row `o` of gᵀ and row `i` of aᵀ (one range each:
+    /// any batch up to the gas limit); otherwise as the forward has them, g (M, out) and
+    /// a (M, in), each opened whole (a column is every out-th / in-th element: batches whose
+    /// g and a fit in a transaction's calldata, as the digits MLP's).
+    function weightGradOf(
+        OneStepGemm.Tensor[3] calldata t,
+        bool transposed,
+        uint256 limbs,
+        uint256 o,
+        uint256 i,
+        OneStepGemm.Opening[3] calldata op
+    ) internal pure returns (uint32) {
+        uint256 m = t[2].rows * t[2].cols;
+        _fits(t[0], transposed, m, o, 0);
+        _fits(t[1], transposed, m, i, 1);
+        (uint256 pg, uint256 sg) = _column(t[0], transposed, m, o, op[0]);
+        (uint256 pa, uint256 sa) = _column(t[1], transposed, m, i, op[1]);
+        uint256 bits = OneStepGemm.operandBits(limbs);
+        uint256 ps = TensorMerkle.open(t[2].root, m, 0, m, op[2].chunks, op[2].proof);
+        (int256[] memory qg, int256 exp) = gradientIntegers(pg, sg, ps, m, bits);
+        return finish(inputIntegers(pa, sa, ps, m, bits), qg, exp);
+    }
+
+    /// @dev Revert unless `x` holds the batch's `m` rows (OneStepOperandsMismatch(operand))
+    /// and a column `c` (OneStepShapeInvalid(operand, c)).
+    function _fits(OneStepGemm.Tensor calldata x, bool transposed, uint256 m, uint256 c, uint256 operand)
+        private
+        pure
+    {
+        (uint256 batch, uint256 width) = transposed ? (x.cols, x.rows) : (x.rows, x.cols);
+        if (m == 0 || batch != m) revert OneStepGemm.OneStepOperandsMismatch(operand);
+        if (c >= width) revert OneStepGemm.OneStepShapeInvalid(operand, c);
+    }
+
+    /// @dev The calldata offset and stride (bytes) of column `c` of `x` over the batch's `m`
+    /// rows: row `c` of xᵀ (`transposed`: (C, m)), or every C-th element of x (m, C) opened whole.
+    function _column(OneStepGemm.Tensor calldata x, bool transposed, uint256 m, uint256 c, OneStepGemm.Opening calldata o)
+        private
+        pure
+        returns (uint256, uint256)
+    {
+        if (transposed) return (OneStepGemm.openRow(x, c, o), 4);
+        uint256 n = m * x.cols;
+        return (TensorMerkle.open(x.root, n, 0, n, o.chunks, o.proof) + 4 * c, 4 * x.cols);
     }
 
     /// @notice Element `(n, m, p)` of `bmm_exact(a, b) · scale`: `a` (N·M, K) row-major, `bt`
     /// (N·P, K) = b transposed per batch; `o` opens row `n·M + m` of `a`, `n·P + p` of `bt`.
     function bmmElement(
-        OneStepGemm.Tensor calldata a,
-        OneStepGemm.Tensor calldata bt,
-        Bmm calldata attrs,
+        OneStepGemm.Tensor memory a,
+        OneStepGemm.Tensor memory bt,
+        Bmm memory attrs,
         uint256 n,
         uint256 m,
         uint256 p,
@@ -86,24 +134,34 @@ library OneStepQuant {
         uint256 j = n * (bt.rows / nb) + p;
         if (n >= nb || m >= a.rows / nb || p >= bt.rows / nb) revert OneStepGemm.OneStepShapeInvalid(i, j);
         uint256 bits = OneStepGemm.operandBits(attrs.limbs);
-        uint32 y = OneStepGemm.dot(OneStepGemm.openRow(a, i, o[0]), OneStepGemm.openRow(bt, j, o[1]), a.cols, bits);
+        uint32 y = OneStepGemm.dot(_row(a, i, o[0]), _row(bt, j, o[1]), a.cols, bits);
         return Float32.mul(y, attrs.scale);
     }
 
-    /// @notice The forward's integers of a column of `a` (`m` elements at `pa`), each on its
-    /// row's scale (the float32 scales at `ps`: `E = field + bits - 1`).
-    function inputIntegers(uint256 pa, uint256 ps, uint256 m, uint256 bits) internal pure returns (int256[] memory q) {
+    /// @dev The calldata offset of row `r` of `t` (a descriptor in memory), opened by `o`.
+    function _row(OneStepGemm.Tensor memory t, uint256 r, OneStepGemm.Opening calldata o) private pure returns (uint256) {
+        return TensorMerkle.open(t.root, t.rows * t.cols, r * t.cols, t.cols, o.chunks, o.proof);
+    }
+
+    /// @notice The forward's integers of a column of `a` (`m` elements from `pa`, `stride`
+    /// bytes apart), each on its row's scale (the float32 scales at `ps`: `E = field + bits - 1`).
+    function inputIntegers(uint256 pa, uint256 stride, uint256 ps, uint256 m, uint256 bits)
+        internal
+        pure
+        returns (int256[] memory q)
+    {
         q = new int256[](m);
         for (uint256 r = 0; r < m; ++r) {
             // c = E + 24 - bits = field + 23
-            q[r] = quantize(OneStepGemm.load(pa + 4 * r), (OneStepGemm.load(ps + 4 * r) >> 23 & 0xFF) + 23, bits);
+            q[r] = quantize(OneStepGemm.load(pa + stride * r), (OneStepGemm.load(ps + 4 * r) >> 23 & 0xFF) + 23, bits);
         }
     }
 
-    /// @notice The integers of a column of `g` (`m` elements at `pg`) times the row scales at
-    /// `ps`, quantised on the column's largest magnitude, and the exponent of their scale
-    /// (`type(int256).min`: the column holds inf or NaN, its elements are NaN).
-    function gradientIntegers(uint256 pg, uint256 ps, uint256 m, uint256 bits)
+    /// @notice The integers of a column of `g` (`m` elements from `pg`, `stride` bytes apart)
+    /// times the row scales at `ps`, quantised on the column's largest magnitude, and the
+    /// exponent of their scale (`type(int256).min`: the column holds inf or NaN, its elements
+    /// are NaN).
+    function gradientIntegers(uint256 pg, uint256 stride, uint256 ps, uint256 m, uint256 bits)
         internal
         pure
         returns (int256[] memory q, int256 exp)
@@ -111,7 +169,7 @@ library OneStepQuant {
         q = new int256[](m);
         uint256 amax;
         for (uint256 r = 0; r < m; ++r) {
-            uint256 x = Float32.mul(OneStepGemm.load(pg + 4 * r), OneStepGemm.load(ps + 4 * r));
+            uint256 x = Float32.mul(OneStepGemm.load(pg + stride * r), OneStepGemm.load(ps + 4 * r));
             q[r] = int256(x); // g' held here until its column's scale is known
             if (x & 0x7FFFFFFF > amax) amax = x & 0x7FFFFFFF;
         }

@@ -14,10 +14,28 @@ library StepKinds {
     error StepKindArity(uint256 needed, uint256 inputs, uint256 openings);
     /// @notice No contract of this game computes `kind`.
     error StepKindUnknown(bytes32 kind);
+    /// @notice The kind reads `needed` attribute words; the entry has `given`.
+    error StepKindAttributes(uint256 needed, uint256 given);
 
     /// @notice Revert StepKindArity unless there are at least `n` descriptors and openings.
     function need(OneStepGemm.Tensor[] calldata t, OneStepGemm.Opening[] calldata o, uint256 n) internal pure {
         if (t.length < n || o.length < n) revert StepKindArity(n, t.length, o.length);
+    }
+
+    /// @notice The entry's attributes, reverting StepKindAttributes unless there are at least `n`.
+    function attrs(StepEntry.Entry calldata e, uint256 n) internal pure returns (uint256[] calldata a) {
+        a = e.attributes;
+        if (a.length < n) revert StepKindAttributes(n, a.length);
+    }
+
+    /// @notice A list attribute at word `at` (its length, then its items): the items, and the
+    /// word after them; reverts StepKindAttributes where the words run out.
+    function list(uint256[] calldata a, uint256 at) internal pure returns (uint256[] calldata items, uint256 next) {
+        if (at >= a.length) revert StepKindAttributes(at + 1, a.length);
+        uint256 n = a[at];
+        if (n >= a.length - at) revert StepKindAttributes(n <= a.length ? at + 1 + n : type(uint256).max, a.length);
+        next = at + 1 + n;
+        items = a[at + 1:next];
     }
 
     /// @notice The first two descriptors as a `Tensor[2]` (static structs lie inline: the
@@ -38,6 +56,27 @@ library StepKinds {
     /// @notice The first two openings as an `Opening[2]` (a fixed array of dynamic structs is
     /// its heads, offsets from its start, as a dynamic array's after its length word).
     function two(OneStepGemm.Opening[] calldata o) internal pure returns (OneStepGemm.Opening[2] calldata r) {
+        assembly ("memory-safe") {
+            r := o.offset
+        }
+    }
+
+    /// @notice The first seven descriptors as a `Tensor[7]`.
+    function seven(OneStepGemm.Tensor[] calldata t) internal pure returns (OneStepGemm.Tensor[7] calldata r) {
+        assembly ("memory-safe") {
+            r := t.offset
+        }
+    }
+
+    /// @notice The first four openings as an `Opening[4]`.
+    function four(OneStepGemm.Opening[] calldata o) internal pure returns (OneStepGemm.Opening[4] calldata r) {
+        assembly ("memory-safe") {
+            r := o.offset
+        }
+    }
+
+    /// @notice The first seven openings as an `Opening[7]`.
+    function seven(OneStepGemm.Opening[] calldata o) internal pure returns (OneStepGemm.Opening[7] calldata r) {
         assembly ("memory-safe") {
             r := o.offset
         }

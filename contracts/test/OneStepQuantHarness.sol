@@ -72,7 +72,7 @@ contract OneStepQuantHarness {
         int256[][] memory qa = new int256[][](nin);
         uint256 bits = OneStepGemm.operandBits(limbs);
         for (uint256 i = 0; i < nin; ++i) {
-            qa[i] = OneStepQuant.inputIntegers(_offset(colsA) + 4 * m * i, _offset(scales), m, bits);
+            qa[i] = OneStepQuant.inputIntegers(_offset(colsA) + 4 * m * i, 4, _offset(scales), m, bits);
         }
         out = new uint32[](nin * (colsG.length / (4 * m)));
         _pairs(qa, _offset(colsG), _offset(scales), m, bits, out);
@@ -84,7 +84,7 @@ contract OneStepQuantHarness {
     {
         uint256 nin = qa.length;
         for (uint256 o = 0; o < out.length / nin; ++o) {
-            (int256[] memory qg, int256 exp) = OneStepQuant.gradientIntegers(pg + 4 * m * o, ps, m, bits);
+            (int256[] memory qg, int256 exp) = OneStepQuant.gradientIntegers(pg + 4 * m * o, 4, ps, m, bits);
             for (uint256 i = 0; i < nin; ++i) {
                 out[o * nin + i] = OneStepQuant.finish(qa[i], qg, exp);
             }

@@ -150,4 +150,5 @@ def game_openings(program: Program, trace: Trace, t: int, element: int) -> list:
         return [ins[0].row(row), ins[1].row(row), ins[2].open(row)]
     if app.kind == "sgd":
         return [x.open(element) for x in ins] + [_EMPTY] * (3 - len(ins))
-    raise TraceError(f"no step-game opening for the kind {app.kind!r} here")
+    from .kind_openings import openings_of  # StepKindsQuant, Norm, Optim, Data (imports this module)
+    return openings_of(app, ins, element)

@@ -1,0 +1,105 @@
+"""One-entry step games of the kinds of StepKindsQuant, Norm, Optim and Data (for the tests and
+the bench): a program of one application whose inputs are the step's state tensors (real
+engine tensors), its output the next value of state tensor 0; one step, so the game's levels
+1 and 2 end at once and level 3 descends the output to one element, which the one-step
+recomputes through StepGame's dispatch to the kind's contract. The faulty side flips the
+significand's top bit of one element."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from eth_abi import encode
+
+from tests.contracts.step_game_play import _flip
+from truetrain.hashing import keccak256
+from truetrain.trace.builder import Trace, committed
+from truetrain.trace.game import Party, batches_root
+from truetrain.trace.kind_names import CONTRACTS, KINDS
+from truetrain.trace.program import ENTRY_TYPES, STATE, Application, Program, Ref, dims2
+from truetrain.trace.roots import tensor_root
+from truetrain.training.merkle import merkle_root
+
+CLOCK = 50
+
+
+def kind_id(name: str) -> str:
+    return "0x" + keccak256(name.encode()).hex()
+
+
+def deployment() -> tuple[list[str], list[str]]:
+    """(kinds, contract names) of a StepGame with every kind contract."""
+    pairs = [(k, c) for c, ks in CONTRACTS.items() for k in ks]
+    return [kind_id(k) for k, _ in pairs], [c for _, c in pairs]
+
+
+def flat(kind: str, attrs: dict) -> list[int]:
+    """The attributes' words in the kind's order: ints as they are, lists as length then items."""
+    out: list[int] = []
+    for name in KINDS[kind].attributes:
+        v = attrs[name]
+        out += [len(v), *map(int, v)] if isinstance(v, (tuple, list)) else [int(v)]
+    return out
+
+
+@dataclass(frozen=True)
+class KindEntry(Application):
+    """An entry encoded from :mod:`truetrain.trace.kind_names` (attributes given as words)."""
+
+    @property
+    def words(self) -> int:
+        return 2 if KINDS[self.kind].float64 else 1
+
+    def encode(self) -> bytes:
+        return encode(ENTRY_TYPES, [keccak256(self.kind.encode()), self.output, self.words, list(self.shape),
+                                    [r.word() for r in self.inputs], flat(self.kind, self.attrs), list(self.dims)])
+
+
+@dataclass
+class KindGame:
+    """The program, the honest and the faulty party, the setup's pieces."""
+
+    program: Program
+    honest: Party
+    faulty: Party
+    trace: Trace
+    element: int
+
+    def setup(self, defender, challenger, d: Party, c: Party, receiver, clock: int = CLOCK) -> tuple:
+        return (defender.address, challenger.address, receiver, self.program.root(), 1, self.program.layout(),
+                self.trace.state_root, batches_root(self.honest.batch_roots), 1, d.step_roots[-1],
+                c.step_roots[-1], clock)
+
+    def want(self) -> int:
+        """The honest element (float32 or float64 bits)."""
+        out = committed(self.trace.outputs[0]).reshape(-1)
+        if out.dtype == torch.float64:
+            return int(out.view(torch.int64)[self.element]) & (2**64 - 1)
+        return int(out.view(torch.int32)[self.element]) & 0xFFFFFFFF
+
+
+def kind_game(kind: str, inputs: list[torch.Tensor], out: torch.Tensor, attrs: dict, output: int = 0,
+              element: int = 0) -> KindGame:
+    """A one-entry game of ``kind`` on ``inputs`` (state tensors) with the honest ``out``; the
+    faulty party flips ``element``."""
+    dims = tuple(d for x in inputs for d in dims2(x.shape, 2 if x.dtype == torch.float64 else 1))
+    app = KindEntry(kind, tuple(Ref(STATE, s) for s in range(len(inputs))), tuple(out.shape),
+                    tuple(attrs.items()), output, kind, dims)
+    names = tuple(f"in{s}" for s in range(len(inputs)))
+    program = Program((app,), names, tuple(tuple(x.shape) for x in inputs), ("pad",), ((1,),), {0: 0})
+    batch = [torch.zeros(1)]
+    state_roots = [tensor_root(committed(x)) for x in inputs]
+    batch_roots = [tensor_root(b) for b in batch]
+
+    def trace(o: torch.Tensor) -> Trace:
+        root = tensor_root(committed(o))
+        return Trace(0, program.root(), [root], state_roots, batch_roots, [root] + state_roots[1:], {0: o},
+                     list(inputs), batch)
+
+    good = trace(out)
+    bad = trace(_flip(0, element)(0, out))
+    step_batch = [merkle_root(batch_roots)]
+    return KindGame(program, Party(program, [good.next_state_root], {0: good}, step_batch),
+                    Party(program, [bad.next_state_root], {0: bad}, step_batch), good, element)
+
