@@ -15,8 +15,8 @@ from truetrain.numerics import clip, elementwise, exact_sum, layernorm, pool, qu
 from truetrain.numerics.ieee import bits32, bits64
 from truetrain.numerics.optim_element import adam_element, adam_powers, aggregate_element
 from truetrain.trace.builder import committed
-from truetrain.trace.kinds import Context, evaluate
 from truetrain.training.gemm_check import engine_for
+from truetrain.training.intgemm import quantize
 from truetrain.training.ops import conv
 from truetrain.training.ops.attention import bmm_exact
 from truetrain.training.ops.book import GradBook
@@ -63,11 +63,13 @@ def _seek(make, want, seed):
 
 
 def quant_cases(rng, m: int, nin: int, nout: int, limbs: int = 2) -> list[KindCase]:
-    ctx = Context(engine_for("cpu"), limbs)
     a = torch.relu(torch.from_numpy(rng.standard_normal((m, nin)).astype(np.float32)))
     g = torch.from_numpy((rng.standard_normal((m, nout)) * 2.0**-6).astype(np.float32))
-    (scales,) = evaluate("row_scales", [a], {"limbs": limbs}, ctx)
-    (dw,) = evaluate("weight_grad", [g, a, scales], {"limbs": limbs}, ctx)
+    qa = quantize(a, 1, limbs)  # the engine: a's rows as the forward quantised them, the step's book
+    scales = qa.scale.reshape(-1)
+    book = GradBook(engine_for("cpu"), limbs, m)
+    book.weight("w", g, qa)
+    dw = book.result()["w"]
     ref_s = quant.row_scales(_b(a).reshape(m, nin), limbs)
     ref_w = quant.weight_grads(_b(a).reshape(m, nin).T, _b(g).reshape(m, nout).T, ref_s, limbs).reshape(-1)
     return [KindCase("row_scales", "row_scales", [a], scales, {"limbs": limbs}, ref_s),
