@@ -53,7 +53,7 @@ LANES: list[list[str]] = [
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
      "tests/integration/adversarial/test_false_challenge.py",
      "tests/integration/test_data_plane.py", "tests/integration/test_bad_data.py",
-     "tests/contracts/test_attacks_draws.py", "tests/training/test_memory.py"],
+     "tests/contracts/test_attacks_draws.py", "tests/training/test_memory.py", "tests/contracts/test_step_game.py"],
     ["tests/integration/test_pipelined_job.py", "tests/contracts/test_identity_registry.py",
      "tests/contracts/test_market_gas.py", "tests/contracts/test_market_stateful.py",
      "tests/training/test_trace_lm.py", "tests/contracts/test_step_kinds.py"],
@@ -64,7 +64,7 @@ LANES: list[list[str]] = [
      "tests/contracts/test_onestep_exact_sum.py", "tests/contracts/test_onestep_softmax.py",
      "tests/contracts/test_onestep_xent.py", "tests/contracts/test_onestep_quant.py",
      "tests/contracts/test_onestep_clip.py", "tests/contracts/test_onestep_pool.py",
-     "tests/contracts/test_onestep_tied.py", "tests/contracts/test_step_game.py"],
+     "tests/contracts/test_onestep_tied.py"],
     ["tests/contracts"],
 ]
 #: The lanes' Anvil ports are the first free ones from here up (below Linux's ephemeral range,
