@@ -22,12 +22,10 @@ KINDS_XENT = ["xent_partial_sum", "xent_grad", "xent_loss", "softmax_row_sum", "
 ZERO = "0x" + "00" * 32
 # (entry, kind): a fault in each; every one flows into the step's update (the trace builder's
 # xent_grad recomputes its sums: a fault in the partial sums (4) or the loss (5) changes no state)
-FAULTS = [(0, "linear"), (2, "relu mask"), (6, "xent gradient"), (8, "permute"),
-          (11, "column sum"), (13, "linear (input gradient)"), (14, "apply_mask"), (21, "sgd buffer"),
-          (26, "sgd parameter")]
-FAULT_KINDS = {"linear": "linear", "relu mask": "relu", "xent gradient": "xent_grad", "permute": "permute",
-               "column sum": "column_sum", "linear (input gradient)": "linear", "apply_mask": "apply_mask",
-               "sgd buffer": "sgd", "sgd parameter": "sgd"}
+FAULTS = [(0, "linear", "linear"), (2, "relu", "relu mask"), (6, "xent_grad", "xent gradient"),
+          (8, "permute", "permute"), (11, "column_sum", "column sum"),
+          (13, "linear", "linear (input gradient)"), (14, "apply_mask", "apply_mask"), (21, "sgd", "sgd buffer"),
+          (26, "sgd", "sgd parameter")]
 
 
 def _kind(name: str) -> str:
@@ -62,9 +60,9 @@ def _open(game, setting, parties, accounts, probe, clock=CLOCK):
 
 
 @pytest.mark.parametrize("honest_role", [DEFENDER, CHALLENGER], ids=["honestDefender", "honestChallenger"])
-@pytest.mark.parametrize("t,kind", FAULTS, ids=[k for _, k in FAULTS])
-def test_fullGame_honestSideWins(game, setting, probe, alice, bob, t, kind, honest_role):
-    assert setting.program.entries[t].kind == FAULT_KINDS[kind]  # the entry is the one the id names
+@pytest.mark.parametrize("t,kind,name", FAULTS, ids=[name for *_, name in FAULTS])
+def test_fullGame_honestSideWins(game, setting, probe, alice, bob, t, kind, name, honest_role):
+    assert setting.program.entries[t].kind == kind  # the entry is the one the id names
     honest, faulty = setting.honest(), setting.faulty(t, _element(setting, t, t))
     parties = (honest, faulty) if honest_role == DEFENDER else (faulty, honest)
     accounts = (alice, bob)
