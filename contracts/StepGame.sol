@@ -9,12 +9,18 @@ import {TensorMerkle} from "./numerics/TensorMerkle.sol";
 
 /// @title StepGame
 /// @notice Levels 1 to 3 of a repro dispute and its one-step (docs/onestep.md, "The step
-/// game"): from one checkpoint interval whose start state both parties agree on, down to one
+/// game"): from one checkpoint interval whose start both parties agree on, down to one
 /// element of one operator application, which the chain recomputes. The honest party wins
 /// whether it defends or challenges; a party that does not move in time loses on its clock.
 ///
+/// Level 0's leaves are checkpoint hashes, `keccak256(abi.encode(step, rngKey, layoutHash,
+/// tensorsRoot))` (truetrain/training/checkpoint.py), the tensors root a state root. The
+/// defender's first move opens the agreed start's hash (its tensors root is where the game
+/// starts); each party's level-1 commitment ends on a state root that, with the start's step
+/// advanced by the interval's steps and its rng key and layout, hashes to the party's end.
+///
 /// Level 1: each party commits a Merkle root over its state roots after each step of the
-/// interval (its last leaf its level-0 end); both reveal the children of their current node,
+/// interval (its last leaf its level-0 end's); both reveal the children of their current node,
 /// the defender first, and the game goes to the left child where those differ, else right,
 /// down to the first step whose end state roots differ (the earlier leaves, so the step's
 /// start, agreed). Level 2: each party commits its trace root of that step (a Merkle root over
@@ -57,9 +63,9 @@ contract StepGame {
 
     /// @notice What `open` is given: the parties; the receiver of the verdict (0: none);
     /// the program (its entries' root, their count and the state layout, truetrain/trace/
-    /// program.py); the interval's agreed start state root, the Merkle root over its steps'
-    /// batch roots, its number of steps; each party's end state root (level 0's); each
-    /// party's clock in blocks.
+    /// program.py); the interval's agreed start checkpoint hash, the Merkle root over its
+    /// steps' batch roots, its number of steps; each party's end checkpoint hash (level 0's
+    /// leaves, all three); each party's clock in blocks.
     struct Setup {
         address defender;
         address challenger;
@@ -67,12 +73,21 @@ contract StepGame {
         bytes32 programRoot;
         uint256 entries;
         uint256[] layout;
-        bytes32 start;
+        bytes32 startHash;
         bytes32 batches;
         uint256 steps;
-        bytes32 defenderEnd;
-        bytes32 challengerEnd;
+        bytes32 defenderEndHash;
+        bytes32 challengerEndHash;
         uint256 clock;
+    }
+
+    /// @notice A checkpoint hash's preimage: the checkpoint's step, its rng key, the hash of
+    /// its tensors' names, dtypes and shapes, and its state root (over the tensors' roots).
+    struct Checkpoint {
+        uint256 step;
+        bytes32 rngKey;
+        bytes32 layoutHash;
+        bytes32 tensorsRoot;
     }
 
     /// @notice A game's state. `node[p]`: party p's current node at levels 1 and 2 (at level
@@ -87,18 +102,21 @@ contract StepGame {
         uint64 turnStart;
         uint64[2] clock;
         bytes32 programRoot;
-        bytes32 layoutHash;
+        bytes32 layoutHash; // the program's state layout's
         bytes32 batches;
         uint64 entries;
         uint64 steps;
-        bytes32[2] end;
+        bytes32[2] end; // the parties' end checkpoint hashes
+        uint256 endStep; // the start's step plus the steps
+        bytes32 rngKey; // the start's, the ends' too
+        bytes32 tensorsLayout; // the start's layoutHash, the ends' too
         bytes32[2] node;
         bytes32[2] pending;
         uint64 index;
         uint64 height;
         uint64 size;
         bytes32 rootD; // the defender's level-1 root, then its trace root
-        bytes32 state; // the interval's start state root, then the disputed step's
+        bytes32 state; // the start's hash, its state root once opened, then the disputed step's
         uint64 step;
         uint64 app;
         uint64 words; // the output's words (elements times words an element)
@@ -149,8 +167,10 @@ contract StepGame {
     event KindRegistered(bytes32 indexed kind, address verifier);
     /// @notice A game was opened for `program` (`keccak256(abi.encode(root, entries, layout))`).
     event GameOpened(uint256 indexed id, address defender, address challenger, bytes32 program, uint256 steps);
-    /// @notice Party `party` committed its level-1 root.
-    event StepsCommitted(uint256 indexed id, uint8 party, bytes32 root);
+    /// @notice The defender opened the agreed start checkpoint's hash.
+    event StartOpened(uint256 indexed id, uint256 step, bytes32 rngKey, bytes32 layoutHash, bytes32 tensorsRoot);
+    /// @notice Party `party` committed its level-1 root, its last leaf `end`.
+    event StepsCommitted(uint256 indexed id, uint8 party, bytes32 root, bytes32 end);
     /// @notice Party `party` revealed the children of its node at `index` (`height` levels up).
     event ChildrenRevealed(uint256 indexed id, uint8 party, uint256 index, uint256 height, bytes32 left, bytes32 right);
     /// @notice Level `level` ended on leaf `position` (a step, an application).
@@ -168,6 +188,8 @@ contract StepGame {
 
     /// @notice The constructor's kinds and verifiers do not pair up, or one is zero.
     error StepKindsInvalid();
+    /// @notice A checkpoint's preimage hashes to `got`, not to its hash `expected`.
+    error StepPreimageInvalid(bytes32 expected, bytes32 got);
     /// @notice `open`'s setup is unusable (field `field` of Setup, numbered from 0).
     error StepSetupInvalid(uint256 field);
     /// @notice The game is not at a stage this call moves (it is at `stage`).
@@ -225,19 +247,30 @@ contract StepGame {
         g.batches = s.batches;
         g.entries = uint64(s.entries);
         g.steps = uint64(s.steps);
-        g.end = [s.defenderEnd, s.challengerEnd];
-        g.state = s.start;
+        g.end = [s.defenderEndHash, s.challengerEndHash];
+        g.state = s.startHash;
         emit GameOpened(id, s.defender, s.challenger, keccak256(abi.encode(s.programRoot, s.entries, s.layout)), s.steps);
     }
 
     /// @notice Level 1: commit `root`, the Merkle root over the state roots after each step of
-    /// the interval; `lastProof` shows its last leaf is the caller's end state root.
-    function commitSteps(uint256 id, bytes32 root, bytes32[] calldata lastProof) external {
+    /// the interval; `lastProof` shows its last leaf is `end`, the state root of the caller's
+    /// end checkpoint. The defender's move first opens the start's hash (`start`); the
+    /// challenger's `start` is not read.
+    function commitSteps(
+        uint256 id,
+        bytes32 root,
+        bytes32 end,
+        bytes32[] calldata lastProof,
+        Checkpoint calldata start
+    ) external {
         Game storage g = _move(id, Stage.Steps);
         uint8 p = g.turn;
-        MerkleCommitment.requireValid(root, g.steps - 1, g.end[p], lastProof);
+        if (p == DEFENDER) _openStart(g, id, start);
+        bytes32 endHash = keccak256(abi.encode(g.endStep, g.rngKey, g.tensorsLayout, end));
+        if (endHash != g.end[p]) revert StepPreimageInvalid(g.end[p], endHash);
+        MerkleCommitment.requireValid(root, g.steps - 1, end, lastProof);
         g.node[p] = root;
-        emit StepsCommitted(id, p, root);
+        emit StepsCommitted(id, p, root, end);
         if (p == DEFENDER) {
             g.turn = CHALLENGER;
             return;
@@ -409,7 +442,8 @@ contract StepGame {
         return (g.stage, g.turn, g.clock, g.turnStart, g.index, g.height);
     }
 
-    /// @notice The disputed step (level 1's end) and application (level 2's end) of game `id`.
+    /// @notice The disputed step (level 1's end) and application (level 2's end) of game `id`,
+    /// and its start state root (the interval's start hash until the defender opens it).
     function disputed(uint256 id) external view returns (uint64 step, uint64 app, bytes32 startState) {
         Game storage g = _games[id];
         return (g.step, g.app, g.state);
@@ -426,7 +460,7 @@ contract StepGame {
             if (s.layout[k] > s.entries) revert StepSetupInvalid(5);
         }
         if (s.steps == 0 || s.steps >> 32 != 0) revert StepSetupInvalid(8);
-        if (s.defenderEnd == s.challengerEnd) revert StepSetupInvalid(10);
+        if (s.defenderEndHash == s.challengerEndHash) revert StepSetupInvalid(10);
         if (s.clock == 0 || s.clock > MAX_CLOCK) revert StepSetupInvalid(11);
     }
 
@@ -441,6 +475,18 @@ contract StepGame {
         if (elapsed > g.clock[p]) revert StepClockExpired(elapsed, g.clock[p]);
         g.clock[p] -= uint64(elapsed);
         g.turnStart = uint64(block.number);
+    }
+
+    /// @dev The start's preimage: it must hash to the agreed start; the game starts from its
+    /// state root, and the ends' step, rng key and layout follow from it.
+    function _openStart(Game storage g, uint256 id, Checkpoint calldata s) private {
+        bytes32 h = keccak256(abi.encode(s));
+        if (h != g.state) revert StepPreimageInvalid(g.state, h);
+        g.state = s.tensorsRoot;
+        g.endStep = s.step + g.steps;
+        g.rngKey = s.rngKey;
+        g.tensorsLayout = s.layoutHash;
+        emit StartOpened(id, s.step, s.rngKey, s.layoutHash, s.tensorsRoot);
     }
 
     /// @dev Start a two-sided descent over `size` leaves from the parties' roots.

@@ -1,7 +1,7 @@
 """The step game's setting for the tests and the bench: a digits-MLP job trained three steps
 (an interval of level 0), the honest traces, a faulty party's (one element of one
-application of step 1 flipped), the game's setup and a brownie driver (truetrain/trace/game.py
-plays the moves)."""
+application of step 1 flipped), the game's setup (level 0's leaves: the checkpoints' hashes)
+and a brownie driver (truetrain/trace/game.py plays the moves)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from truetrain.hashing import keccak256
 from truetrain.trace import build_trace, derive
-from truetrain.trace.game import Party, batches_root, play
+from truetrain.trace.game import CheckpointLeaf, Party, batches_root, play
 from truetrain.training import build_manifest, prepare_dataset
 from truetrain.training.task import task_start
 from truetrain.training.trainer import train
@@ -22,6 +22,9 @@ STEPS = 3  # the interval: three steps (not a power of two: the trees' padding i
 FAULTY_STEP = 1
 CLOCK = 50  # blocks a party
 SEED = 11
+# the checkpoints' layout hash: a stand-in fixed per test until the checkpoint hash binds the
+# tensors' names, dtypes and shapes (truetrain/training/checkpoint.py)
+LAYOUT_HASH = keccak256(b"digits-test: the checkpoints' layout")
 
 
 def digits_job():
@@ -46,10 +49,17 @@ class Setting:
         self.program = derive(self.manifest)
         self.traces = [build_trace(self.manifest, self.shard, self.checkpoints[s], keep=True) for s in range(STEPS)]
         self.batch_roots = [merkle_root(tr.batch_roots) for tr in self.traces]
+        self.start = self.checkpoint(0)
+
+    def checkpoint(self, s: int) -> CheckpointLeaf:
+        """Checkpoint ``s``'s hash preimage: its step and rng key, the layout, its state root."""
+        c = self.checkpoints[s]
+        root = self.traces[s].state_root if s < STEPS else self.traces[-1].next_state_root
+        return CheckpointLeaf(c.step, c.rng_key, LAYOUT_HASH, root)
 
     def honest(self) -> Party:
         return Party(self.program, [tr.next_state_root for tr in self.traces], dict(enumerate(self.traces)),
-                     self.batch_roots)
+                     self.batch_roots, self.start)
 
     def faulty(self, t: int, element: int) -> Party:
         """A party whose step FAULTY_STEP flips the significand's top bit of one element of entry ``t``:
@@ -66,12 +76,13 @@ class Setting:
         roots[FAULTY_STEP] = bad.next_state_root
         for s in range(FAULTY_STEP + 1, STEPS):
             roots[s] = keccak256(roots[s - 1] + b"faulty")
-        return Party(self.program, roots, {**dict(enumerate(self.traces)), FAULTY_STEP: bad}, self.batch_roots)
+        return Party(self.program, roots, {**dict(enumerate(self.traces)), FAULTY_STEP: bad}, self.batch_roots,
+                     self.start)
 
     def setup(self, defender, challenger, d: Party, c: Party, receiver, clock: int = CLOCK) -> tuple:
         return (defender.address, challenger.address, receiver, self.program.root(), len(self.program),
-                self.program.layout(), self.traces[0].state_root, batches_root(self.batch_roots), STEPS,
-                d.step_roots[-1], c.step_roots[-1], clock)
+                self.program.layout(), self.start.hash(), batches_root(self.batch_roots), STEPS,
+                d.end.hash(), c.end.hash(), clock)
 
     def expected_moves(self, t: int) -> int:
         """2 · (⌈log2 steps⌉ + ⌈log2 entries⌉ + ⌈log2 leaves of entry t⌉) + 7."""

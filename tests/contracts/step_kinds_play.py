@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 from eth_abi import encode
 
-from tests.contracts.step_game_play import _flip
+from tests.contracts.step_game_play import LAYOUT_HASH, _flip
 from truetrain.hashing import keccak256
 from truetrain.trace.builder import Trace, committed
-from truetrain.trace.game import Party, batches_root
+from truetrain.trace.game import CheckpointLeaf, Party, batches_root
 from truetrain.trace.kind_names import CONTRACTS, KINDS
 from truetrain.trace.program import ENTRY_TYPES, STATE, Application, Program, Ref, dims2
 from truetrain.trace.roots import tensor_root
@@ -68,8 +68,8 @@ class KindGame:
 
     def setup(self, defender, challenger, d: Party, c: Party, receiver, clock: int = CLOCK) -> tuple:
         return (defender.address, challenger.address, receiver, self.program.root(), 1, self.program.layout(),
-                self.trace.state_root, batches_root(self.honest.batch_roots), 1, d.step_roots[-1],
-                c.step_roots[-1], clock)
+                self.honest.start.hash(), batches_root(self.honest.batch_roots), 1, d.end.hash(), c.end.hash(),
+                clock)
 
     def want(self) -> int:
         """The honest element (float32 or float64 bits)."""
@@ -100,6 +100,7 @@ def kind_game(kind: str, inputs: list[torch.Tensor], out: torch.Tensor, attrs: d
     good = trace(out)
     bad = trace(_flip(0, element)(0, out))
     step_batch = [merkle_root(batch_roots)]
-    return KindGame(program, Party(program, [good.next_state_root], {0: good}, step_batch),
-                    Party(program, [bad.next_state_root], {0: bad}, step_batch), good, element)
+    start = CheckpointLeaf(0, keccak256(b"a kind game's rng key"), LAYOUT_HASH, good.state_root)
+    return KindGame(program, Party(program, [good.next_state_root], {0: good}, step_batch, start),
+                    Party(program, [bad.next_state_root], {0: bad}, step_batch, start), good, element)
 

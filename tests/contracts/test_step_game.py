@@ -1,8 +1,9 @@
 """StepGame (contracts/StepGame.sol): levels 1-3 of a repro dispute and the one-step, played
-on real digits-MLP traces (tests/contracts/step_game_play.py): the honest side wins whether
-it defends or challenges, on the kind of every application a fault is put in; each level's
-clock ends the game against the party that stalls; every revert by its error name; the
-number of moves is the levels' ⌈log2 size⌉ summed, doubled, plus 7."""
+on real digits-MLP traces (tests/contracts/step_game_play.py), opened on level 0's leaves
+(checkpoint hashes): the honest side wins whether it defends or challenges, on the kind of
+every application a fault is put in; each level's clock ends the game against the party that
+stalls; a checkpoint preimage that does not match its hash reverts; every revert by its error
+name; the number of moves is the levels' ⌈log2 size⌉ summed, doubled, plus 7."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from brownie import chain
 
-from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, STEPS, Setting, drive
+from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, LAYOUT_HASH, STEPS, Setting, drive
 from truetrain.hashing import keccak256
 from truetrain.merkle import tree_levels
 from truetrain.trace.game import CHALLENGER, DEFENDER, Party
@@ -20,6 +21,7 @@ from truetrain.training.merkle import leaf_node, merkle_root
 KINDS_CORE = ["linear", "relu", "apply_mask", "add", "permute", "column_sum", "sgd"]
 KINDS_XENT = ["xent_partial_sum", "xent_grad", "xent_loss", "softmax_row_sum", "softmax", "softmax_backward"]
 ZERO = "0x" + "00" * 32
+NO_START = (0, ZERO, ZERO, ZERO)  # the challenger's commitSteps: the start is not read
 # (entry, kind): a fault in each; every one flows into the step's update (the trace builder's
 # xent_grad recomputes its sums: a fault in the partial sums (4) or the loss (5) changes no state)
 FAULTS = [(0, "linear", "linear"), (2, "relu", "relu mask"), (6, "xent_grad", "xent gradient"),
@@ -110,9 +112,8 @@ def test_timeout_stalledPartyLoses(game, setting, probe, alice, bob, carol, stag
 def test_lateMove_revertsClockExpired(game, setting, probe, alice, bob):
     gid, parties = _stalled(game, setting, probe, (alice, bob), 1, DEFENDER, clock=5)
     chain.mine(6)
-    root, proof = parties[0].commit_steps()
     with brownie.reverts("StepClockExpired: 7, 5"):
-        game.commitSteps(gid, root, proof, {"from": alice})
+        game.commitSteps(gid, *parties[0].commit_steps(), {"from": alice})
 
 
 def test_open_rejectsBadSetups(game, setting, probe, alice, bob):
@@ -138,18 +139,18 @@ def test_constructor_rejectsUnpairedKinds(StepGame, deployer, alice):
 def test_moves_revertOutOfTurnStageOrOpening(game, setting, probe, alice, bob):
     parties = (setting.honest(), setting.faulty(0, 5))
     gid = _open(game, setting, parties, (alice, bob), probe)
-    root, proof = parties[0].commit_steps()
+    mine = parties[0].commit_steps()
     with brownie.reverts(f"StepNotYourTurn: {alice.address.lower()}"):
-        game.commitSteps(gid, root, proof, {"from": bob})
+        game.commitSteps(gid, *mine, {"from": bob})
     with brownie.reverts(f"StepStageInvalid: {gid}, 1"):
         game.reveal(gid, ZERO, ZERO, {"from": alice})
     with brownie.reverts(f"StepStageInvalid: {gid + 1}, 0"):
-        game.commitSteps(gid + 1, root, proof, {"from": alice})
-    c_root, c_proof = parties[1].commit_steps()
-    with brownie.reverts(f"MerkleProofInvalid: {_b(c_root)}, {STEPS - 1}, {parties[0].step_roots[-1]}"):
-        game.commitSteps(gid, c_root, c_proof, {"from": alice})
-    game.commitSteps(gid, root, proof, {"from": alice})
-    game.commitSteps(gid, c_root, c_proof, {"from": bob})
+        game.commitSteps(gid + 1, *mine, {"from": alice})
+    theirs = parties[1].commit_steps(opens_start=False)
+    with brownie.reverts(f"MerkleProofInvalid: {_b(theirs[0])}, {STEPS - 1}, {parties[0].step_roots[-1]}"):
+        game.commitSteps(gid, theirs[0], mine[1], theirs[2], mine[3], {"from": alice})
+    game.commitSteps(gid, *mine, {"from": alice})
+    game.commitSteps(gid, *theirs, {"from": bob})
     left, right = Party.children(parties[0].l1, 0, 2)
     swapped = keccak256(b"\x01" + right + left)
     with brownie.reverts(f"StepOpeningInvalid: {parties[0].l1[-1][0]}, {swapped}"):
@@ -176,16 +177,85 @@ def test_padding_nonZeroNode_reverts(game, setting, probe, alice, bob):
     mine = keccak256(b"the challenger's end")
     levels = tree_levels([leaf_node(r) for r in d.step_roots[:2]] + [leaf_node(mine), keccak256(b"not padding")])
     setup = list(setting.setup(alice, bob, d, d, probe))
-    setup[10] = mine
+    setup[10] = setting.start.after(STEPS, mine).hash()
     gid = game.open(setup, {"from": alice}).return_value
     game.commitSteps(gid, *d.commit_steps(), {"from": alice})
-    game.commitSteps(gid, "0x" + levels[-1][0].hex(), ["0x" + levels[0][3].hex(), "0x" + levels[1][0].hex()],
-                     {"from": bob})
+    game.commitSteps(gid, "0x" + levels[-1][0].hex(), "0x" + mine.hex(),
+                     ["0x" + levels[0][3].hex(), "0x" + levels[1][0].hex()], NO_START, {"from": bob})
     for who, lv in ((alice, d.l1), (bob, levels)):  # the left halves agree: the descent goes right
         game.reveal(gid, *["0x" + x.hex() for x in Party.children(lv, 0, 2)], {"from": who})
     game.reveal(gid, *["0x" + x.hex() for x in Party.children(d.l1, 1, 1)], {"from": alice})
     with brownie.reverts("StepPaddingInvalid: 3, 0"):
         game.reveal(gid, *["0x" + x.hex() for x in Party.children(levels, 1, 1)], {"from": bob})
+
+
+def test_leaves_areTheCheckpointsHashes(game, setting, probe, alice, bob):
+    """Level 0's leaves: the start is checkpoint 0's hash, the honest end checkpoint STEPS's
+    (its step and rng key the checkpoint's); the defender's first move opens the start."""
+    h, f = setting.honest(), setting.faulty(0, 5)
+    assert setting.start.step == 0 and setting.checkpoints[STEPS].step == STEPS
+    assert h.end == setting.checkpoint(STEPS) and h.end.rng_key == setting.checkpoints[0].rng_key
+    gid = _open(game, setting, (h, f), (alice, bob), probe)
+    assert game.disputed(gid)[2] == "0x" + setting.start.hash().hex()
+    tx = game.commitSteps(gid, *h.commit_steps(), {"from": alice})
+    assert dict(tx.events["StartOpened"]) == {"id": gid, "step": 0, "rngKey": "0x" + setting.start.rng_key.hex(),
+                                              "layoutHash": "0x" + LAYOUT_HASH.hex(),
+                                              "tensorsRoot": "0x" + setting.traces[0].state_root.hex()}
+    assert tx.events["StepsCommitted"]["end"] == "0x" + h.step_roots[-1].hex()
+    assert game.disputed(gid)[2] == "0x" + setting.traces[0].state_root.hex()
+    tx = game.commitSteps(gid, *f.commit_steps(opens_start=False), {"from": bob})
+    assert "StartOpened" not in tx.events and tx.events["StepsCommitted"]["end"] == "0x" + f.step_roots[-1].hex()
+
+
+def test_commitSteps_wrongStartPreimage_reverts(game, setting, probe, alice, bob, carol):
+    """Each field of the start's preimage changed: StepPreimageInvalid; the defender that
+    cannot open the start loses on its clock."""
+    h = setting.honest()
+    gid = _open(game, setting, (h, setting.faulty(0, 5)), (alice, bob), probe)
+    root, end, proof, _ = h.commit_steps()
+    s = setting.start
+    for wrong in (s._replace(step=1), s._replace(rng_key=keccak256(b"another key")),
+                  s._replace(layout_hash=keccak256(b"another layout")),
+                  s._replace(tensors_root=setting.traces[1].state_root)):
+        with brownie.reverts(f"StepPreimageInvalid: {s.hash()}, {wrong.hash()}"):
+            game.commitSteps(gid, root, end, proof, wrong.args(), {"from": alice})
+    chain.mine(CLOCK + 1)
+    game.timeout(gid, {"from": carol})
+    assert probe.winnerOf(gid) == bob and probe.loserOf(gid) == alice
+
+
+def test_commitSteps_endRootNotGivingEndHash_reverts(game, setting, probe, alice, bob):
+    """A party's level-1 root must end on the state root its end hash commits to: the defender
+    ending on the challenger's root, the challenger on the defender's, each StepPreimageInvalid."""
+    d, c = setting.honest(), setting.faulty(0, 5)
+    gid = _open(game, setting, (d, c), (alice, bob), probe)
+    mine, theirs = d.commit_steps(), c.commit_steps(opens_start=False)
+    with brownie.reverts(f"StepPreimageInvalid: {d.end.hash()}, {c.end.hash()}"):
+        game.commitSteps(gid, mine[0], theirs[1], mine[2], mine[3], {"from": alice})
+    game.commitSteps(gid, *mine, {"from": alice})
+    with brownie.reverts(f"StepPreimageInvalid: {c.end.hash()}, {d.end.hash()}"):
+        game.commitSteps(gid, theirs[0], mine[1], theirs[2], NO_START, {"from": bob})
+    game.commitSteps(gid, *theirs, {"from": bob})
+    assert game.status(gid)[0] == 2
+
+
+@pytest.mark.parametrize("wrong_role", [DEFENDER, CHALLENGER], ids=["defender", "challenger"])
+def test_commitSteps_rightRootWrongStepCount_loses(game, setting, probe, alice, bob, carol, wrong_role):
+    """A party whose end hash holds the honest state root at step STEPS + 1 (one step counted
+    too many): its end root does not give its end hash, it cannot commit and loses on its clock."""
+    h = setting.honest()
+    claimed = setting.start.after(STEPS + 1, h.step_roots[-1]).hash()
+    setup = list(setting.setup(alice, bob, h, h, probe))
+    setup[9 + wrong_role] = claimed
+    gid = game.open(setup, {"from": alice}).return_value
+    if wrong_role == CHALLENGER:
+        game.commitSteps(gid, *h.commit_steps(), {"from": alice})
+    with brownie.reverts(f"StepPreimageInvalid: {claimed}, {h.end.hash()}"):
+        game.commitSteps(gid, *h.commit_steps(wrong_role == DEFENDER), {"from": (alice, bob)[wrong_role]})
+    chain.mine(CLOCK + 1)
+    game.timeout(gid, {"from": carol})
+    assert probe.winnerOf(gid) == (alice, bob)[1 - wrong_role]
+    assert probe.loserOf(gid) == (alice, bob)[wrong_role]
 
 
 def test_trace_rejectsWrongLayoutOrState(game, setting, probe, alice, bob):

@@ -2,7 +2,8 @@
 commitments (the state roots after each step of the disputed interval, the traces of the
 steps it is asked about) and every move's arguments, from its own computation; :func:`play`
 drives a game between two parties to its end through a ``send`` callable (brownie in the
-tests, web3 in the bench).
+tests, web3 in the bench). The game opens on level 0's leaves, checkpoint hashes:
+:func:`checkpoint_leaf` is the one place they are computed here.
 
 Nothing here is on a worker's normal path. The challenger's one-step opens earlier entries
 against the *defender's* trace root: the proof's siblings left of the disputed entry are
@@ -11,9 +12,12 @@ agreed (the party's own), the others are the defender's nodes revealed on the wa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
+
+from eth_abi import encode
 
 from ..errors import TraceError
+from ..hashing import keccak256
 from ..merkle import tree_levels
 from ..numerics.tensor_merkle import CHUNK, CHUNK_BYTES, TensorTree
 from ..training.merkle import leaf_node, merkle_proof, merkle_root
@@ -24,6 +28,33 @@ from .program import APP, BATCH, STATE, Program
 # the contract's stages
 STEPS, STEP_DESCENT, TRACE, TRACE_DESCENT, OUTPUT, ELEMENT_DESCENT, CHUNK_STAGE, ONE_STEP, DONE = range(1, 10)
 DEFENDER, CHALLENGER = 0, 1
+
+
+def checkpoint_leaf(step: int, rng_key: bytes, layout_hash: bytes, tensors_root: bytes) -> bytes:
+    """A checkpoint's hash, level 0's leaf: ``keccak256(abi.encode(uint256 step, bytes32
+    rngKey, bytes32 layoutHash, bytes32 tensorsRoot))``, the tensors root the state root
+    (:attr:`Trace.state_root`). StepGame checks the same bytes."""
+    return keccak256(encode(["uint256", "bytes32", "bytes32", "bytes32"], [step, rng_key, layout_hash, tensors_root]))
+
+
+class CheckpointLeaf(NamedTuple):
+    """A checkpoint hash's preimage (StepGame's ``Checkpoint``)."""
+
+    step: int
+    rng_key: bytes
+    layout_hash: bytes
+    tensors_root: bytes
+
+    def hash(self) -> bytes:
+        return checkpoint_leaf(*self)
+
+    def after(self, steps: int, tensors_root: bytes) -> "CheckpointLeaf":
+        """The checkpoint ``steps`` steps on, at state root ``tensors_root`` (a task's rng key
+        and layout do not change)."""
+        return self._replace(step=self.step + steps, tensors_root=tensors_root)
+
+    def args(self) -> tuple:
+        return (self.step, _hex(self.rng_key), _hex(self.layout_hash), _hex(self.tensors_root))
 
 
 def _hex(b: bytes) -> str:
@@ -38,12 +69,14 @@ def _hexes(xs) -> list[str]:
 class Party:
     """One side: ``step_roots[i]`` its state root after step ``i`` of the interval,
     ``traces[i]`` its trace of step ``i`` (built with ``keep=True``; needed for the disputed
-    step only), ``batch_roots[i]`` step ``i``'s batch root (public: the shard's)."""
+    step only), ``batch_roots[i]`` step ``i``'s batch root (public: the shard's), ``start``
+    the interval's agreed start checkpoint (its hash level 0's)."""
 
     program: Program
     step_roots: list[bytes]
     traces: dict[int, Trace]
     batch_roots: list[bytes]
+    start: CheckpointLeaf
     seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # the defender's revealed nodes, level 2
 
     def __post_init__(self):
@@ -68,9 +101,18 @@ class Party:
 
     # --- the moves' arguments -----------------------------------------------------------
 
-    def commit_steps(self) -> tuple:
+    @property
+    def end(self) -> CheckpointLeaf:
+        """This party's end checkpoint (its hash the party's level-0 claim)."""
+        return self.start.after(len(self.step_roots), self.step_roots[-1])
+
+    def commit_steps(self, opens_start: bool = True) -> tuple:
+        """``commitSteps``'s arguments; the start's preimage is the defender's to give (the
+        challenger's is not read: zeros)."""
         n = len(self.step_roots)
-        return _hex(merkle_root(self.step_roots)), _hexes(merkle_proof(self.step_roots, n - 1))
+        start = self.start.args() if opens_start else (0, *[_hex(bytes(32))] * 3)
+        return (_hex(merkle_root(self.step_roots)), _hex(self.step_roots[-1]),
+                _hexes(merkle_proof(self.step_roots, n - 1)), start)
 
     @staticmethod
     def children(levels, index: int, height: int) -> tuple[bytes, bytes]:
@@ -150,7 +192,7 @@ def play(parties: tuple[Party, Party], status: Callable[[], tuple], disputed: Ca
         me = parties[turn]
         step, t, _ = disputed()
         if stage == STEPS:
-            fn, args = "commitSteps", me.commit_steps()
+            fn, args = "commitSteps", me.commit_steps(turn == DEFENDER)
         elif stage in (STEP_DESCENT, TRACE_DESCENT):
             levels_of = me.l1 if stage == STEP_DESCENT else me.l2(step)
             left, right = me.children(levels_of, index, height)
@@ -180,4 +222,4 @@ def batches_root(batch_roots: list[bytes]) -> bytes:
     return merkle_root(batch_roots)
 
 
-__all__ = ["CHALLENGER", "DEFENDER", "Move", "Party", "batches_root", "play"]
+__all__ = ["CHALLENGER", "DEFENDER", "CheckpointLeaf", "Move", "Party", "batches_root", "checkpoint_leaf", "play"]
