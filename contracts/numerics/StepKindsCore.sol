@@ -12,8 +12,9 @@ import {StepKinds} from "./StepKinds.sol";
 /// @notice The step game's one-steps of the linear product, ReLU and its backward, add,
 /// permute, the exact column sum and SGD (docs/onestep.md). Openings, in order: linear: row
 /// `i` of A, row `j` of Bt, `bias[j]` (empty without a bias); relu, column_sum: the element
-/// (column_sum: the transposed row); apply_mask, add: one element of each input; permute: the
-/// source element; sgd: the element of p, g and the momentum buffer (empty without momentum).
+/// (column_sum: the transposed row); apply_mask, add: one element of each input; permute (of
+/// one input, or of several of one size one after another: attention's dq, dk, dv into the
+/// qkv layout): the source element in its input; sgd: the element of p, g and the momentum buffer (empty without momentum).
 contract StepKindsCore is IOneStepKind {
     using StepKinds for OneStepGemm.Tensor[];
     using StepKinds for OneStepGemm.Opening[];
@@ -52,9 +53,7 @@ contract StepKindsCore is IOneStepKind {
         }
         if (kind == PERMUTE) {
             StepKinds.need(t, o, 1);
-            uint256[] calldata a = e.attributes;
-            uint256 n = a[0];
-            return OneStepElementwise.permuteElement(t[0], a[1:1 + n], a[2 + n:2 + n + a[1 + n]], index, o[0]);
+            return _permute(e, t, index, o[0]);
         }
         if (kind == COLUMN_SUM) {
             StepKinds.need(t, o, 1);
@@ -66,6 +65,40 @@ contract StepKindsCore is IOneStepKind {
             return e.output == 0 ? p : buf;
         }
         revert StepKinds.StepKindUnknown(kind);
+    }
+
+    /// @dev Element `index` of the entry's inputs (each of one size) one after another, viewed
+    /// as `shape` and permuted by `perm`; `o` opens the source element in its input.
+    function _permute(StepEntry.Entry calldata e, OneStepGemm.Tensor[] calldata t, uint256 index, OneStepGemm.Opening calldata o)
+        private
+        pure
+        returns (uint32)
+    {
+        (uint256[] calldata shape, uint256 next) = StepKinds.list(e.attributes, 0);
+        (uint256[] calldata perm,) = StepKinds.list(e.attributes, next);
+        uint256 n = _partSize(e.inputs.length, t, shape);
+        uint256 s = OneStepElementwise.permuteSource(shape, perm, index);
+        return OneStepGemm.openAt(t[s / n], s % n, o);
+    }
+
+    /// @dev The size of each of the `parts` inputs, which `shape` must hold exactly
+    /// (StepKindArity without inputs, OneStepOperandsMismatch for an input of another size,
+    /// OneStepPermutationInvalid for a shape of another size).
+    function _partSize(uint256 parts, OneStepGemm.Tensor[] calldata t, uint256[] calldata shape)
+        private
+        pure
+        returns (uint256 n)
+    {
+        if (parts == 0 || t.length < parts) revert StepKinds.StepKindArity(parts == 0 ? 1 : parts, t.length, 1);
+        n = t[0].rows * t[0].cols;
+        for (uint256 k = 1; k < parts; ++k) {
+            if (t[k].rows * t[k].cols != n) revert OneStepGemm.OneStepOperandsMismatch(k);
+        }
+        uint256 total = 1;
+        for (uint256 k = 0; k < shape.length; ++k) {
+            total *= shape[k];
+        }
+        if (total != parts * n) revert OneStepElementwise.OneStepPermutationInvalid(shape.length, parts * n);
     }
 
     /// @dev The attributes (lr, weight decay, momentum: float32 bits, one word each) as SGD's

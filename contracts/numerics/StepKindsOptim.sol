@@ -27,6 +27,8 @@ import {StepKinds} from "./StepKinds.sol";
 ///   every maximum. Float64.
 /// * `clip_factor`: the maxima, the sums (float64); count, clip_norm_f64; output the factor
 ///   (0-dim). Openings: both whole.
+/// * `increment`: a 0-dim int32 word (AdamW's schedule position `lr_step`); output the word
+///   plus one (mod 2^32). Opening: the word.
 contract StepKindsOptim is IOneStepKind {
     using StepKinds for OneStepGemm.Tensor[];
     using StepKinds for OneStepGemm.Opening[];
@@ -38,6 +40,7 @@ contract StepKindsOptim is IOneStepKind {
     bytes32 internal constant CLIP_MAX = keccak256("clip_max");
     bytes32 internal constant CLIP_SUM = keccak256("clip_sum");
     bytes32 internal constant CLIP_FACTOR = keccak256("clip_factor");
+    bytes32 internal constant INCREMENT = keccak256("increment");
 
     /// @inheritdoc IOneStepKind
     function element(
@@ -73,6 +76,10 @@ contract StepKindsOptim is IOneStepKind {
             StepKinds.need(t, o, 2);
             (, uint32 factor) = OneStepClip.clipElement(t.two(), a[0], uint64(a[1]), o.two());
             return factor;
+        }
+        if (kind == INCREMENT) {
+            StepKinds.need(t, o, 1);
+            return uint32(uint256(OneStepGemm.openAt(t[0], 0, o[0])) + 1);
         }
         revert StepKinds.StepKindUnknown(kind);
     }

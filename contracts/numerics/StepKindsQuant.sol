@@ -2,6 +2,7 @@
 pragma solidity ^0.8.28;
 
 import {IOneStepKind, StepEntry} from "../interfaces/IStepGame.sol";
+import {Float32} from "./Float32.sol";
 import {OneStepGemm} from "./OneStepGemm.sol";
 import {OneStepQuant} from "./OneStepQuant.sol";
 import {StepKinds} from "./StepKinds.sol";
@@ -11,10 +12,12 @@ import {StepKinds} from "./StepKinds.sol";
 /// forward (docs/onestep.md): `row_scales` (input a; attribute limbs), `weight_grad` (inputs
 /// g (M, out), a (M, in), row_scales(a); attribute limbs: the program's order and layout),
 /// `weight_grad_transposed` (inputs gᵀ (out, M), aᵀ (in, M), row_scales(a); limbs) and `bmm`
-/// (inputs a (N·M, K), bt (N·P, K); attributes limbs, scale (float32); N and M from the
-/// output's shape (..., M, P)). Openings, in order: row_scales: the row; weight_grad: g and a
-/// whole, every scale; weight_grad_transposed: row `o` of gᵀ, row `i` of aᵀ, every scale;
-/// bmm: row `n·M + m` of a, row `n·P + p` of bt.
+/// (inputs a, bt as rows of K: (parts·N·M, K), (parts·N·P, K); attributes limbs, scale
+/// (float32), a_part, b_part: which part of each operand's rows, N and M from the output's
+/// shape (..., M, P); attention's q, k, v are parts of one tensor). Openings, in order:
+/// row_scales: the row; weight_grad: g and a whole, every scale; weight_grad_transposed: row
+/// `o` of gᵀ, row `i` of aᵀ, every scale; bmm: row `a_part·N·M + n·M + m` of a, row
+/// `b_part·N·P + n·P + p` of bt.
 contract StepKindsQuant is IOneStepKind {
     using StepKinds for OneStepGemm.Tensor[];
     using StepKinds for OneStepGemm.Opening[];
@@ -50,44 +53,56 @@ contract StepKindsQuant is IOneStepKind {
         revert StepKinds.StepKindUnknown(kind);
     }
 
-    /// @dev Element `index` of the batched product of output shape (..., M, P): a and bt read
-    /// as (N·M, K) and (N·P, K) rows, N the product of the leading dimensions.
+    /// @dev Element `index` of the batched product of output shape (..., M, P): part `a_part`
+    /// of a's rows (rows `a_part·N·M` on) and part `b_part` of bt's, N the product of the
+    /// leading dimensions, each operand's descriptor its rows of K.
     function _bmm(
         StepEntry.Entry calldata e,
         OneStepGemm.Tensor[] calldata t,
         uint256 index,
         OneStepGemm.Opening[] calldata o
     ) private pure returns (uint32) {
-        (OneStepGemm.Tensor memory x, OneStepGemm.Tensor memory y, OneStepQuant.Bmm memory b) =
-            _operands(e.shape, StepKinds.attrs(e, 2), t);
-        uint256 p = e.shape[e.shape.length - 1];
-        uint256 mp = x.rows / b.batches * p;
-        return OneStepQuant.bmmElement(x, y, b, index / mp, (index % mp) / p, index % p, o.two());
+        uint256[] calldata a = StepKinds.attrs(e, 4);
+        (uint256 i, uint256 j) = _rowsOf(e.shape, t, a[2], a[3], index);
+        uint256 k = t[0].cols;
+        if (k == 0 || t[1].cols != k) revert OneStepGemm.OneStepOperandsMismatch(1);
+        uint256 bits = OneStepGemm.operandBits(a[0]);
+        uint32 y = OneStepGemm.dot(OneStepGemm.openRow(t[0], i, o[0]), OneStepGemm.openRow(t[1], j, o[1]), k, bits);
+        return Float32.mul(y, uint32(a[1]));
     }
 
-    /// @dev The operands as rows and the product's attributes (N, limbs, scale).
-    function _operands(uint256[] calldata shape, uint256[] calldata a, OneStepGemm.Tensor[] calldata t)
+    /// @dev The rows of a and bt that element `index` of output `shape` (..., M, P) reads:
+    /// `pa·N·M + n·M + m` and `pb·N·P + n·P + p`.
+    function _rowsOf(uint256[] calldata shape, OneStepGemm.Tensor[] calldata t, uint256 pa, uint256 pb, uint256 index)
         private
         pure
-        returns (OneStepGemm.Tensor memory, OneStepGemm.Tensor memory, OneStepQuant.Bmm memory b)
+        returns (uint256 i, uint256 j)
     {
+        (uint256 batches, uint256 m, uint256 p) = _dims(shape);
+        if (index >= batches * m * p) revert OneStepGemm.OneStepShapeInvalid(index, batches * m * p);
+        i = _part(t[0], pa, batches * m, 0) + index / p;
+        j = _part(t[1], pb, batches * p, 1) + index / (m * p) * p + index % p;
+    }
+
+    /// @dev An output shape (..., M, P) as (N, M, P), N the product of the leading dimensions.
+    function _dims(uint256[] calldata shape) private pure returns (uint256 batches, uint256 m, uint256 p) {
         uint256 d = shape.length;
         if (d < 2) revert OneStepGemm.OneStepShapeInvalid(d, 0);
-        b = OneStepQuant.Bmm(1, a[0], uint32(a[1]));
+        batches = 1;
         for (uint256 k = 0; k + 2 < d; ++k) {
-            b.batches *= shape[k];
+            batches *= shape[k];
         }
-        return (_rows(t[0], b.batches * shape[d - 2], 0), _rows(t[1], b.batches * shape[d - 1], 1), b);
+        (m, p) = (shape[d - 2], shape[d - 1]);
     }
 
-    /// @dev `t`'s elements as `rows` rows (OneStepOperandsMismatch(operand) where they do not divide).
-    function _rows(OneStepGemm.Tensor calldata t, uint256 rows, uint256 operand)
+    /// @dev The first row of part `part` of `t` cut into parts of `rows` rows
+    /// (OneStepOperandsMismatch(operand) where they do not divide or the part is past them).
+    function _part(OneStepGemm.Tensor calldata t, uint256 part, uint256 rows, uint256 operand)
         private
         pure
-        returns (OneStepGemm.Tensor memory)
+        returns (uint256)
     {
-        uint256 numel = t.rows * t.cols;
-        if (rows == 0 || numel % rows != 0) revert OneStepGemm.OneStepOperandsMismatch(operand);
-        return OneStepGemm.Tensor(t.root, rows, numel / rows);
+        if (rows == 0 || t.rows % rows != 0 || part >= t.rows / rows) revert OneStepGemm.OneStepOperandsMismatch(operand);
+        return part * rows;
     }
 }

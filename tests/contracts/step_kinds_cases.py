@@ -86,7 +86,7 @@ def bmm_case(rng, n: int, m: int, k: int, p: int, limbs: int = 2) -> KindCase:
     bt = b.transpose(1, 2).contiguous()
     ra = np.repeat(_b(a).reshape(n, m, 1, k), p, axis=2).reshape(-1, k)
     rb = np.repeat(_b(bt).reshape(n, 1, p, k), m, axis=1).reshape(-1, k)
-    return KindCase("bmm", "bmm", [a, bt], out, {"limbs": limbs, "scale": _f32(scale)},
+    return KindCase("bmm", "bmm", [a, bt], out, {"limbs": limbs, "scale": _f32(scale), "a_part": 0, "b_part": 0},
                     quant.bmm_elements(ra, rb, limbs, _f32(scale)))
 
 
@@ -197,11 +197,17 @@ def data_cases(rng, n: int, d: int, rows: int, shape=(2, 4, 4, 3), limbs: int = 
                      pool.unpool(_b(gp), _b(mask), shape).reshape(-1))]
 
 
+def increment_case() -> KindCase:
+    """AdamW's ``lr_step`` plus one (an int32 word)."""
+    return KindCase("increment", "increment", [torch.tensor(41, dtype=torch.int32)], torch.tensor(42, dtype=torch.int32),
+                    {}, np.array([42], np.uint32))
+
+
 def all_cases(seed: int = 28) -> list[KindCase]:
     rng = np.random.default_rng(seed)
     return (quant_cases(rng, 16, 8, 4) + [bmm_case(rng, 2, 4, 16, 4)] + norm_cases(rng, 4, 16)
             + adam_cases(32, seed) + aggregate_cases(seed) + clip_cases(rng, [40, 24, 64], 16)
-            + data_cases(rng, 12, 4, 10))
+            + data_cases(rng, 12, 4, 10) + [increment_case()])
 
 
 def _labelled(model: str, cases: list[KindCase], labels: dict[str, str]) -> list[tuple[str, KindCase]]:

@@ -3,11 +3,12 @@ the bench): a program of one application whose inputs are the step's state tenso
 engine tensors), its output the next value of state tensor 0; one step, so the game's levels
 1 and 2 end at once and level 3 descends the output to one element, which the one-step
 recomputes through StepGame's dispatch to the kind's contract. The faulty side flips the
-significand's top bit of one element."""
+significand's top bit of one element. :func:`entry_game` plays a real program's entry the same
+way (its inputs taken from a trace)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from eth_abi import encode
@@ -84,8 +85,15 @@ def kind_game(kind: str, inputs: list[torch.Tensor], out: torch.Tensor, attrs: d
     """A one-entry game of ``kind`` on ``inputs`` (state tensors) with the honest ``out``; the
     faulty party flips ``element``."""
     dims = tuple(d for x in inputs for d in dims2(x.shape, 2 if x.dtype == torch.float64 else 1))
-    app = KindEntry(kind, tuple(Ref(STATE, s) for s in range(len(inputs))), tuple(out.shape),
-                    tuple(attrs.items()), output, kind, dims)
+    return entry_game(KindEntry(kind, (), tuple(out.shape), tuple(attrs.items()), output, kind, dims), inputs, out,
+                      element)
+
+
+def entry_game(app: Application, inputs: list[torch.Tensor], out: torch.Tensor, element: int = 0) -> KindGame:
+    """A one-entry game of entry ``app`` (a real program's: its kind, attributes, output and
+    descriptors) whose inputs are ``inputs``, read as state tensors 0..n-1, with the honest
+    ``out``; the faulty party flips ``element``."""
+    app = replace(app, inputs=tuple(Ref(STATE, s) for s in range(len(inputs))))
     names = tuple(f"in{s}" for s in range(len(inputs)))
     program = Program((app,), names, tuple(tuple(x.shape) for x in inputs), ("pad",), ((1,),), {0: 0})
     batch = [torch.zeros(1)]

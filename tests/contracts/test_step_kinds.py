@@ -46,7 +46,7 @@ def test_everyKindRegistered(game, kinds):
     for contract, names in CONTRACTS.items():
         for k in names:
             assert game.verifierOf(kind_id(k)) == kinds[contract].address, k
-    assert set(KINDS) == {k for c in NEW for k in CONTRACTS[c]}
+    assert set(KINDS) == {k for names in CONTRACTS.values() for k in names}  # the one table, all registered
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -89,8 +89,8 @@ def test_missingAttributesInputsOrOpenings_revert(kinds):
         q.element(_entry("row_scales"), [_t(), _t(0, 0)], 0, [(b"", [])] * 2)
     with brownie.reverts("StepKindArity: 3, 2, 2"):
         q.element(_entry("weight_grad", attrs=[2]), [_t(), _t(0, 0)], 0, [(b"", [])] * 2)
-    with brownie.reverts("StepKindAttributes: 2, 1"):
-        q.element(_entry("bmm", attrs=[2]), [_t()] * 3, 0, [(b"", [])] * 3)
+    with brownie.reverts("StepKindAttributes: 4, 2"):  # limbs, scale, a_part, b_part
+        q.element(_entry("bmm", attrs=[2, 0]), [_t()] * 3, 0, [(b"", [])] * 3)
     with brownie.reverts("StepKindAttributes: 1, 0"):
         n.element(_entry("layernorm_backward"), [_t()] * 4, 0, [(b"", [])] * 4)
     with brownie.reverts("StepKindArity: 7, 5, 7"):
@@ -115,9 +115,15 @@ def test_shapesThatDoNotFit_revert(kinds):
     with brownie.reverts("OneStepShapeInvalid: 0, 5"):  # column 5 of g (8, 4)
         q.element(_entry("weight_grad", (5, 4), [2]), [_t(8, 4), _t(8, 4), s, _t(0, 0)], 20, [(b"", [])] * 3)
     with brownie.reverts("OneStepShapeInvalid: 1, 0"):  # a batched product's output has two dimensions at least
-        q.element(_entry("bmm", (4,), [2, 0]), [_t(), _t(), _t(0, 0)], 0, [(b"", [])] * 2)
-    with brownie.reverts("OneStepOperandsMismatch: 0"):  # a's 10 elements are not N·M = 4 rows
-        q.element(_entry("bmm", (2, 2, 2), [2, 0]), [_t(2, 5), _t(2, 4), _t(0, 0)], 0, [(b"", [])] * 2)
+        q.element(_entry("bmm", (4,), [2, 0, 0, 0]), [_t(), _t(), _t(0, 0)], 0, [(b"", [])] * 2)
+    with brownie.reverts("OneStepOperandsMismatch: 0"):  # a's 2 rows are not parts of N·M = 4 rows
+        q.element(_entry("bmm", (2, 2, 2), [2, 0, 0, 0]), [_t(2, 5), _t(4, 5), _t(0, 0)], 0, [(b"", [])] * 2)
+    with brownie.reverts("OneStepOperandsMismatch: 1"):  # bt's 8 rows hold 2 parts of N·P = 4: part 2 is past them
+        q.element(_entry("bmm", (2, 2, 2), [2, 0, 0, 2]), [_t(4, 5), _t(8, 5), _t(0, 0)], 0, [(b"", [])] * 2)
+    with brownie.reverts("OneStepOperandsMismatch: 1"):  # the operands' rows are not of one length K
+        q.element(_entry("bmm", (2, 2, 2), [2, 0, 0, 1]), [_t(4, 5), _t(8, 4), _t(0, 0)], 0, [(b"", [])] * 2)
+    with brownie.reverts("OneStepShapeInvalid: 8, 8"):  # element 8 of a (2, 2, 2) output
+        q.element(_entry("bmm", (2, 2, 2), [2, 0, 0, 0]), [_t(4, 5), _t(4, 5), _t(0, 0)], 8, [(b"", [])] * 2)
     with brownie.reverts("OneStepShapeInvalid: 2, 16"):  # 3 ranges of 16 in 40 values: range 5 is past them
         o.element(_entry("clip_max", (6,), [16]), [_t(1, 40), _t(0, 0)], 5, [(b"", [])])
     with brownie.reverts("OneStepShapeInvalid: 0, 0"):
@@ -130,6 +136,21 @@ def test_shapesThatDoNotFit_revert(kinds):
         o.element(_entry("fedavg", (4,), [2, 1, 0], inputs=2), [_t()] * 3, 0, [(b"", [])] * 2)
 
 
-def test_bytecodeHeadroom(StepKindsQuant, StepKindsNorm, StepKindsOptim, StepKindsData):
-    for c in (StepKindsQuant, StepKindsNorm, StepKindsOptim, StepKindsData):
+def test_permute_severalInputs_revertsWhereTheyDoNotFit(kinds):
+    """permute of several inputs (attention's dq, dk, dv): one size each, the shape their sum."""
+    core = kinds["StepKindsCore"]
+    attrs = [2, 2, 4, 2, 1, 0]  # shape (2, 4), perm (1, 0)
+    with brownie.reverts("StepKindArity: 1, 1, 1"):  # an entry of no inputs
+        core.element(_entry("permute", (4, 2), attrs, inputs=0), [_t(1, 4)], 0, [(b"", [])])
+    with brownie.reverts("OneStepOperandsMismatch: 1"):
+        core.element(_entry("permute", (4, 2), attrs, inputs=2), [_t(1, 4), _t(1, 5), _t(0, 0)], 0, [(b"", [])])
+    with brownie.reverts("OneStepPermutationInvalid: 2, 12"):  # three inputs of 4: not a (2, 4)
+        core.element(_entry("permute", (4, 2), attrs, inputs=3), [_t(1, 4)] * 3 + [_t(0, 0)], 0, [(b"", [])])
+    with brownie.reverts("StepKindAttributes: 7, 6"):  # the perm list (3 items from word 3) runs past the words
+        core.element(_entry("permute", (4, 2), [2, 2, 4, 3, 1, 0], inputs=2), [_t(1, 4)] * 2 + [_t(0, 0)], 0,
+                     [(b"", [])])
+
+
+def test_bytecodeHeadroom(StepKindsCore, StepKindsXent, StepKindsQuant, StepKindsNorm, StepKindsOptim, StepKindsData):
+    for c in (StepKindsCore, StepKindsXent, StepKindsQuant, StepKindsNorm, StepKindsOptim, StepKindsData):
         assert len(c._build["deployedBytecode"]) // 2 <= 22_118, c._name

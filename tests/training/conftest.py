@@ -57,6 +57,26 @@ def make_manifest():
     return make
 
 
+def assert_follows_kinds(program) -> None:
+    """Every entry of ``program`` names a kind of the one table (truetrain/trace/kind_names.py)
+    that a kind contract of StepGame's deployment registers, with an input count the kind
+    takes, its attribute names in its order, one of its outputs and its words (float64 or
+    not); its descriptors are two words an input; it reads earlier entries only."""
+    from truetrain.trace import APP
+    from truetrain.trace.kind_names import CONTRACTS, KINDS
+
+    for t, app in enumerate(program.entries):
+        spec = KINDS[app.kind]
+        low, high = spec.arity()
+        assert app.kind in CONTRACTS[spec.contract], (t, app.label)
+        assert low <= len(app.inputs) <= high, (t, app.label, len(app.inputs), spec.inputs)
+        assert tuple(n for n, _ in app.attributes) == spec.attributes, (t, app.label)
+        assert 0 <= app.output < len(spec.outputs), (t, app.label)
+        assert app.words == (2 if spec.float64 else 1) and len(app.dims) == 2 * len(app.inputs), (t, app.label)
+        assert all(r.index < t for r in app.inputs if r.source == APP), (t, app.label)
+        app.encode()  # the encoder's own check of the same
+
+
 def recompute_on_chain(program, trace, entries: list[int], containers, account, seed: int) -> None:
     """One element (seeded) of each of ``entries`` recomputed by its kind's one-step harness
     (deployed from ``containers`` as first needed) equals the trace's (truetrain/trace)."""
@@ -68,7 +88,7 @@ def recompute_on_chain(program, trace, entries: list[int], containers, account, 
     by_name, harnesses, rng = {c._name: c for c in containers}, {}, np.random.default_rng(seed)
     for t in entries:
         app = program.entries[t]
-        assert KINDS[app.kind][2] is not None
+        assert app.kind in KINDS
         element = int(rng.integers(int(np.prod(app.shape))))
         call = one_step_call(program, trace, t, element)
         if call.contract not in harnesses:

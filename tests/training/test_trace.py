@@ -19,7 +19,7 @@ from truetrain.trace import roots
 from truetrain.training.task import task_start
 from truetrain.training.trainer import train
 
-from tests.training.conftest import recompute_on_chain
+from tests.training.conftest import assert_follows_kinds, recompute_on_chain
 
 STEPS = 4  # the trace of step 3 reads a momentum buffer three updates old
 
@@ -51,18 +51,16 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 def test_program_mlp_kindsInputsAndEncoding(program):
     kinds = [a.kind for a in program.entries]
     assert kinds == ["linear", "relu", "relu", "linear", "xent_partial_sum", "xent_loss", "xent_grad",
-                     "row_scales", "permute", "permute", "weight_grad", "column_sum", "permute", "linear", "apply_mask",
-                     "row_scales", "permute", "permute", "weight_grad", "column_sum"] + ["sgd"] * 8
+                     "row_scales", "permute", "permute", "weight_grad_transposed", "column_sum", "permute", "linear",
+                     "apply_mask", "row_scales", "permute", "permute", "weight_grad_transposed", "column_sum"] + ["sgd"] * 8
     assert program.state == ("model.fc.0.weight", "model.fc.0.bias", "model.fc.1.weight", "model.fc.1.bias",
                              "optim.momentum.fc.0.weight", "optim.momentum.fc.0.bias",
                              "optim.momentum.fc.1.weight", "optim.momentum.fc.1.bias")
     for t, app in enumerate(program.entries):  # inputs read only earlier entries
         assert all(r.index < t for r in app.inputs if r.source == APP)
-    pending = sorted({a.kind for a in program.entries if KINDS[a.kind][2] is None})
-    assert pending == ["row_scales", "weight_grad"]
     assert program.updates == {0: 20, 4: 21, 1: 22, 5: 23, 2: 24, 6: 25, 3: 26, 7: 27}
-    wg = program.entries[10]  # fc.1's weight gradient: (aᵀ, gᵀ, row scales of a)
-    assert [r.index for r in wg.inputs] == [9, 8, 7] and program.entries[7].inputs == (program.entries[9].inputs[0],)
+    wg = program.entries[10]  # fc.1's weight gradient: (gᵀ, aᵀ, row scales of a)
+    assert [r.index for r in wg.inputs] == [8, 9, 7] and program.entries[7].inputs == (program.entries[9].inputs[0],)
     fc1 = program.entries[3]  # fc.1 forward: linear(relu output, W1, b1), 2 limbs, a bias
     kind, output, words, shape, inputs, attrs, dims = decode(ENTRY_TYPES, fc1.encode())
     assert (kind, output, words, shape) == (keccak256(b"linear"), 0, 1, (32, 10))
@@ -73,6 +71,12 @@ def test_program_mlp_kindsInputsAndEncoding(program):
     assert program.entries[4].words == 2  # the cross-entropy's partial sums are float64
     assert decode(ENTRY_TYPES, program.entries[5].encode())[6] == (32, 10, 32, 2, 1, 32)  # logits, sums (f64), labels
     assert program.layout() == [21, 23, 25, 27, 22, 24, 26, 28]  # 1 + the sgd entry giving each state tensor
+
+
+def test_program_mlp_followsTheKindTable(program):
+    assert_follows_kinds(program)
+    wg = program.entries[10]
+    assert wg.kind == "weight_grad_transposed" and wg.dims == (10, 32, 128, 32, 1, 32)  # gᵀ, aᵀ, the scales
 
 
 def test_derive_refusesWhatItCannotDerive(digits1, make_manifest):

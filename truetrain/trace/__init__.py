@@ -5,8 +5,8 @@ the first entry two traces disagree on. Nothing imports this package on a worker
 path."""
 
 from .builder import Trace, build_trace, committed, first_divergence, updated_state
-from .program import (APP, BATCH, ENTRY_TYPES, KINDS, STATE, Application, Program, Ref, derive, dims2,
-                      step_scalars)
+from .program import (APP, BATCH, ENTRY_TYPES, KINDS, STATE, Application, Program, Ref, derive, derived_batch,
+                      dims2, step_scalars)
 
 __all__ = ["APP", "BATCH", "ENTRY_TYPES", "KINDS", "STATE", "Application", "Program", "Ref", "Trace", "build_trace",
-           "committed", "derive", "dims2", "first_divergence", "step_scalars", "updated_state"]
+           "committed", "derive", "derived_batch", "dims2", "first_divergence", "step_scalars", "updated_state"]

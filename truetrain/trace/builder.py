@@ -25,7 +25,7 @@ from ..training.manifest import load_manifest
 from ..training.merkle import merkle_root
 from ..training.trainer import BatchFeed, as_checkpoint, as_shard
 from .kinds import Context, evaluate
-from .program import APP, BATCH, STATE, Program, Ref, derive, step_scalars
+from .program import APP, BATCH, STATE, Program, Ref, derive, derived_batch, step_scalars
 from .roots import tensor_root
 
 
@@ -103,7 +103,7 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
         raise TraceError("the program given is not this step's (its step-dependent attributes differ)")
     dev = torch.device(device or "cpu")
     feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
-    batch = list(feed.batch(ckpt.rng_key, ckpt.step))
+    batch = list(feed.batch(ckpt.rng_key, ckpt.step)) + derived_batch(program, ckpt, dev)
     try:
         state = [ckpt.tensors[name].to(dev) for name in program.state]
     except KeyError as exc:

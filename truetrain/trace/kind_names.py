@@ -1,21 +1,31 @@
-"""The step game's kinds as its kind contracts register them (contracts/numerics/StepKinds*.sol):
-each kind's name (the program's ``keccak256(kind)``), inputs, attributes in encoding order,
-outputs and the contract that computes its one-step (docs/onestep.md, "The step game").
-
-:data:`program.KINDS <truetrain.trace.program.KINDS>` names the kinds the derived programs
-use; this table is the contracts' side of every kind past ``StepKindsCore`` /
-``StepKindsXent``, and the one place the names of the kinds ``program.py`` does not name yet
-are defined (``weight_grad_transposed``, ``clip_max``, ``clip_sum``, ``pool``, ``unpool``,
-``fedavg``, ``diloco``). Where the two tables differ (``bmm``, ``layernorm_backward``,
-``clip_factor``: the verifier needs other attributes than the program's first proposal)
-a program must follow this one for its entries to verify. Attributes encode as the program
+"""The one table of the step's kinds (docs/onestep.md, "The step game"): each kind's name (the
+program's ``keccak256(kind)``), inputs, attributes in encoding order, outputs, whether they
+are float64, and the contract that computes its one-step (contracts/numerics/StepKinds*.sol,
+registered in StepGame). The programs (:mod:`.program`, :mod:`.program_lm`,
+:mod:`.program_optim`) take every entry's attributes, outputs and words from here, so
+every entry they derive is one a kind contract verifies. Attributes encode as the program
 encodes them: a float as its float32 bits (``_f64``: float64), a list as its length then
-its items (a dropout site as its UTF-8 bytes, one a word)."""
+its items (a dropout site as its UTF-8 bytes, one a word).
+
+Inputs: ``?`` an optional last input, ``*`` one or more."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+LINEAR = "linear"
+RELU = "relu"
+APPLY_MASK = "apply_mask"
+ADD = "add"
+PERMUTE = "permute"
+COLUMN_SUM = "column_sum"
+SGD = "sgd"
+XENT_PARTIAL_SUM = "xent_partial_sum"
+XENT_GRAD = "xent_grad"
+XENT_LOSS = "xent_loss"
+SOFTMAX_ROW_SUM = "softmax_row_sum"
+SOFTMAX = "softmax"
+SOFTMAX_BACKWARD = "softmax_backward"
 ROW_SCALES = "row_scales"
 WEIGHT_GRAD = "weight_grad"
 WEIGHT_GRAD_TRANSPOSED = "weight_grad_transposed"
@@ -31,6 +41,7 @@ DILOCO = "diloco"
 CLIP_MAX = "clip_max"
 CLIP_SUM = "clip_sum"
 CLIP_FACTOR = "clip_factor"
+INCREMENT = "increment"
 EMBEDDING = "embedding"
 SCATTER = "scatter"
 DROPOUT = "dropout"
@@ -49,12 +60,30 @@ class KindSpec:
     outputs: tuple[str, ...]
     float64: bool = False
 
+    def arity(self) -> tuple[int, float]:
+        """The fewest and most inputs an entry of the kind reads."""
+        need = sum(1 for i in self.inputs if not i.endswith("?"))
+        return need, float("inf") if any(i.endswith("*") for i in self.inputs) else len(self.inputs)
+
 
 KINDS: dict[str, KindSpec] = {
+    LINEAR: KindSpec("StepKindsCore", ("a", "bt", "bias?"), ("limbs", "bias"), ("y",)),
+    RELU: KindSpec("StepKindsCore", ("h",), (), ("y", "mask")),
+    APPLY_MASK: KindSpec("StepKindsCore", ("g", "mask"), (), ("dx",)),
+    ADD: KindSpec("StepKindsCore", ("a", "b"), (), ("y",)),
+    PERMUTE: KindSpec("StepKindsCore", ("x*",), ("shape", "perm"), ("y",)),
+    COLUMN_SUM: KindSpec("StepKindsCore", ("v.T",), (), ("sums",)),
+    SGD: KindSpec("StepKindsCore", ("p", "g", "momentum?"), ("lr", "weight_decay", "momentum"), ("p", "momentum")),
+    XENT_PARTIAL_SUM: KindSpec("StepKindsXent", ("logits",), ("width",), ("partial_sums",), True),
+    XENT_GRAD: KindSpec("StepKindsXent", ("logits", "partial_sums", "labels"), ("total_rows",), ("dlogits",)),
+    XENT_LOSS: KindSpec("StepKindsXent", ("logits", "partial_sums", "labels"), (), ("losses",), True),
+    SOFTMAX_ROW_SUM: KindSpec("StepKindsXent", ("scores",), (), ("sums",), True),
+    SOFTMAX: KindSpec("StepKindsXent", ("scores", "sums"), (), ("p",)),
+    SOFTMAX_BACKWARD: KindSpec("StepKindsXent", ("p", "dp"), ("scale",), ("ds",)),
     ROW_SCALES: KindSpec("StepKindsQuant", ("a",), ("limbs",), ("scales",)),
     WEIGHT_GRAD: KindSpec("StepKindsQuant", ("g", "a", "row_scales(a)"), ("limbs",), ("dW",)),
     WEIGHT_GRAD_TRANSPOSED: KindSpec("StepKindsQuant", ("g.T", "a.T", "row_scales(a)"), ("limbs",), ("dW",)),
-    BMM: KindSpec("StepKindsQuant", ("a", "b.T"), ("limbs", "scale"), ("out",)),
+    BMM: KindSpec("StepKindsQuant", ("a", "b.T"), ("limbs", "scale", "a_part", "b_part"), ("out",)),
     GELU: KindSpec("StepKindsNorm", ("x",), (), ("y",)),
     GELU_BACKWARD: KindSpec("StepKindsNorm", ("x", "g"), (), ("dx",)),
     LAYERNORM: KindSpec("StepKindsNorm", ("x", "weight", "bias"), ("eps_f64",), ("y",)),
@@ -69,6 +98,7 @@ KINDS: dict[str, KindSpec] = {
     CLIP_MAX: KindSpec("StepKindsOptim", ("gradients*",), ("width",), ("maxima",)),
     CLIP_SUM: KindSpec("StepKindsOptim", ("gradients*", "maxima"), ("width", "count"), ("sums",), True),
     CLIP_FACTOR: KindSpec("StepKindsOptim", ("maxima", "sums"), ("count", "clip_norm_f64"), ("factor",)),
+    INCREMENT: KindSpec("StepKindsOptim", ("step",), (), ("step",)),
     EMBEDDING: KindSpec("StepKindsData", ("ids", "table"), (), ("rows",)),
     SCATTER: KindSpec("StepKindsData", ("g.T", "ids"), ("rows",), ("table_grad",)),
     DROPOUT: KindSpec("StepKindsData", ("x", "key"), ("site", "p_f64", "first"), ("y",)),
@@ -78,9 +108,5 @@ KINDS: dict[str, KindSpec] = {
 
 #: the kind contracts of StepGame's deployment, each with the kinds it registers
 CONTRACTS: dict[str, tuple[str, ...]] = {
-    "StepKindsCore": ("linear", "relu", "apply_mask", "add", "permute", "column_sum", "sgd"),
-    "StepKindsXent": ("xent_partial_sum", "xent_grad", "xent_loss", "softmax_row_sum", "softmax",
-                      "softmax_backward"),
-    **{c: tuple(k for k, s in KINDS.items() if s.contract == c)
-       for c in ("StepKindsQuant", "StepKindsNorm", "StepKindsOptim", "StepKindsData")},
-}
+    c: tuple(k for k, s in KINDS.items() if s.contract == c)
+    for c in ("StepKindsCore", "StepKindsXent", "StepKindsQuant", "StepKindsNorm", "StepKindsOptim", "StepKindsData")}

@@ -41,11 +41,11 @@ def openings_of(app, ins, element: int) -> list:
         return [_whole(x) for x in ins]
     if kind == k.WEIGHT_GRAD_TRANSPOSED:
         return [ins[0].row(i), ins[1].row(j), _whole(ins[2])]
-    if kind == k.BMM:
-        m, p = app.shape[-2:]
-        n, rest = divmod(element, m * p)
-        ka = ins[0].rows * ins[0].cols // (math.prod(app.shape[:-1]))
-        return [ins[0].open((n * m + rest // p) * ka, ka), ins[1].open((n * p + rest % p) * ka, ka)]
+    if kind == k.BMM:  # the operands as rows of K, part a_part / b_part of them
+        batches, (m, p), ka = math.prod(app.shape[:-2]), app.shape[-2:], ins[0].cols
+        i = at["a_part"] * batches * m + element // p
+        j = at["b_part"] * batches * p + element // (m * p) * p + element % p
+        return [ins[0].open(i * ka, ka), ins[1].open(j * ka, ka)]
     if kind in (k.GELU, k.GELU_BACKWARD, k.FEDAVG, k.DILOCO):
         return [x.open(element) for x in ins]
     if kind == k.LAYERNORM:
@@ -54,7 +54,7 @@ def openings_of(app, ins, element: int) -> list:
         return [ins[0].row(i), ins[1].row(i), _whole(ins[2])]
     if kind == k.ADAM:
         return [x.open(element) for x in ins[:4]] + [x.open(0) for x in ins[4:]] + [EMPTY] * (7 - len(ins))
-    if kind == k.ADAM_POWERS:
+    if kind in (k.ADAM_POWERS, k.INCREMENT):
         return [x.open(0) for x in ins]
     if kind in (k.CLIP_MAX, k.CLIP_SUM):
         grads = ins if kind == k.CLIP_MAX else ins[:-1]

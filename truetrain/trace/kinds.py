@@ -83,9 +83,11 @@ def _apply_mask(ins, at, ctx: Context):
 
 
 def _permute(ins, at, ctx: Context):
-    if tuple(at["perm"]) == (1, 0) and ins[0].dim() == 2:  # a transpose: its readers may want the rows as they were
+    """The inputs one after another (one input: itself) viewed as ``shape``, permuted."""
+    if len(ins) == 1 and tuple(at["perm"]) == (1, 0) and ins[0].dim() == 2:  # a transpose: its readers may want the rows as they were
         ctx.saved[("plain", Ref(APP, ctx.index))] = ins[0]
-    return (ins[0].reshape(at["shape"]).permute(*at["perm"]).contiguous().view(ctx.app.shape),)
+    flat = ins[0] if len(ins) == 1 else torch.cat([x.reshape(-1) for x in ins])
+    return (flat.reshape(at["shape"]).permute(*at["perm"]).contiguous().view(ctx.app.shape),)
 
 
 def _row_scales(ins, at, ctx: Context):
@@ -95,13 +97,13 @@ def _row_scales(ins, at, ctx: Context):
 
 
 def _weight_grad(ins, at, ctx: Context):
-    """``dW`` from ``aᵀ``, ``gᵀ`` and ``a``'s row scales: the forward's quantised rows of
+    """``dW`` from ``gᵀ``, ``aᵀ`` and ``a``'s row scales: the forward's quantised rows of
     ``a`` (as the engine's backward reuses them), ``g`` as the step's book takes it."""
-    a, g, scales = untransposed(ins, ctx, 0), untransposed(ins, ctx, 1), ins[2]
+    g, a, scales = untransposed(ins, ctx, 0), untransposed(ins, ctx, 1), ins[2]
     qa = ctx.saved.pop(("scales", ctx.ref(2)), None)
     qa = qa if qa is not None else quantize(a, 1, ctx.limbs, fuse=ctx.fuse)
     if not torch.equal(qa.scale.reshape(-1), scales.reshape(-1)):
-        raise TraceError("weight_grad: the row scales given are not the rows' own")
+        raise TraceError("weight_grad_transposed: the row scales given are not the rows' own")
     if native.small(g, ctx.fuse) and qa.has_q64 and native_linear.exact(g.shape[0], ctx.limbs):
         return (native_linear.weight_grad(g, qa, operand_bits(a.shape[0], 0))[0],)  # as GradBook.linear's
     book = GradBook(ctx.engine, ctx.limbs, a.shape[0])
@@ -151,7 +153,7 @@ def _sgd(ins, at, ctx: Context):
 
 EVALUATORS = {
     "linear": _linear, "relu": _relu, "apply_mask": _apply_mask, "permute": _permute,
-    "row_scales": _row_scales, "weight_grad": _weight_grad, "column_sum": _column_sum,
+    "row_scales": _row_scales, "weight_grad_transposed": _weight_grad, "column_sum": _column_sum,
     "xent_partial_sum": _xent_partial_sum, "xent_grad": _xent_grad, "xent_loss": _xent_loss,
     "sgd": _sgd,
 }

@@ -7,7 +7,6 @@ is computed here with the engine's own functions up to that point."""
 from __future__ import annotations
 
 import ctypes
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,9 +92,10 @@ def _c_row_sums(lib, s: torch.Tensor) -> torch.Tensor:
 
 
 def _softmax_row_sum(ins, at, ctx: Context):
+    """The row sums as a column (N·T, 1)."""
     s = ins[0]
     lib = _sums_kernel() if native_chains.usable(s, ctx.fuse) else None
-    return (_c_row_sums(lib, s) if lib is not None else _eager_row_sums(s),)
+    return ((_c_row_sums(lib, s) if lib is not None else _eager_row_sums(s)).view(-1, 1),)
 
 
 def _softmax(ins, at, ctx: Context):
@@ -150,9 +150,14 @@ def _add(ins, at, ctx: Context):
     return ((a.reshape(-1, b.numel()) + b.reshape(-1)).view(a.shape),)  # b repeated (positions over a batch)
 
 
+def key_bytes(words: torch.Tensor) -> bytes:
+    """A dropout key's 32 bytes from its batch tensor of 8 int32 words (big-endian)."""
+    return b"".join(int(w).to_bytes(4, "big", signed=True) for w in words.reshape(-1).tolist())
+
+
 def _dropout(ins, at, ctx: Context):
     x = ins[0]
-    return (x * keep_mask(x.shape, at["key"], at["site"], at["first"], at["p_f64"], x.device),)
+    return (x * keep_mask(x.shape, key_bytes(ins[1]), at["site"], at["first"], at["p_f64"], x.device),)
 
 
 def _scatter(ins, at, ctx: Context):
@@ -160,15 +165,6 @@ def _scatter(ins, at, ctx: Context):
     book = GradBook(ctx.engine, ctx.limbs, gt.shape[1])
     book.scatter("t", untransposed(ins, ctx, 0), ids.reshape(-1).long(), at["rows"])
     return (book.result()["t"],)
-
-
-def _positions(ins, at, ctx: Context):
-    return (torch.arange(math.prod(ctx.app.shape), dtype=torch.int64) % at["seq_len"],)
-
-
-def _concat_permute(ins, at, ctx: Context):
-    flat = torch.cat([x.reshape(-1) for x in ins])
-    return (flat.view(at["shape"]).permute(*at["perm"]).contiguous().view(ctx.app.shape),)
 
 
 def _increment(ins, at, ctx: Context):
@@ -213,14 +209,14 @@ def _clip_factor(ins, at, ctx: Context):
     maxima, sums = ins
     _, down = square_grid(maxima.to(F64).amax().square(), at["count"])
     norm = norm_of_sum(sums.sum(), down)  # integers below 2**53: exact in any order
-    return norm, clip_of_norm(norm, at["clip_norm_f64"])
+    return (clip_of_norm(norm, at["clip_norm_f64"]),)
 
 
 LM_EVALUATORS = {
     "bmm": _bmm, "softmax_row_sum": _softmax_row_sum, "softmax": _softmax, "softmax_backward": _softmax_backward,
     "layernorm": _layernorm, "layernorm_backward": _layernorm_backward, "gelu": _gelu,
     "gelu_backward": _gelu_backward, "embedding": _embedding, "add": _add, "dropout": _dropout,
-    "scatter": _scatter, "positions": _positions, "concat_permute": _concat_permute, "increment": _increment,
+    "scatter": _scatter, "increment": _increment,
     "adam_powers": _adam_powers, "adam": _adam, "clip_max": _clip_max, "clip_sum": _clip_sum,
     "clip_factor": _clip_factor,
 }

@@ -87,7 +87,7 @@ def one_step_call(program: Program, trace: Trace, t: int, element: int) -> OneSt
                            ([x.desc for x in ins], element, [x.open(element) for x in ins]), want)
     if app.kind == "permute":
         shape, perm = list(at["shape"]), list(at["perm"])
-        src = int(np.arange(ins[0].t.numel()).reshape(shape).transpose(perm).reshape(-1)[element])
+        src = _permute_source(app, ins[0].t.numel(), element)
         return OneStepCall("OneStepElementwiseHarness", "permuteElement",
                            (ins[0].desc, shape, perm, element, ins[0].open(src)), want)
     if app.kind == "column_sum":
@@ -115,6 +115,12 @@ def one_step_call(program: Program, trace: Trace, t: int, element: int) -> OneSt
     return call
 
 
+def _permute_source(app, numel: int, element: int) -> int:
+    """The flat source index of element ``element`` of a permute entry over ``numel`` values."""
+    at = app.attrs
+    return int(np.arange(numel).reshape(list(at["shape"])).transpose(list(at["perm"])).reshape(-1)[element])
+
+
 def _f32(v: float) -> int:
     return int(np.float32(v).view(np.uint32))
 
@@ -127,24 +133,27 @@ NONE = ("0x" + "00" * 32, 0, 0)
 def game_openings(program: Program, trace: Trace, t: int, element: int) -> list:
     """The openings of the step game's one-step (contracts/StepGame.sol, ``oneStep``) of
     element ``element`` of entry ``t``, in the order its kind contract takes them
-    (contracts/numerics/StepKindsCore.sol, StepKindsXent.sol), from ``trace``'s kept inputs."""
+    (contracts/numerics/StepKindsCore.sol, StepKindsXent.sol), from ``trace``'s kept inputs
+    (each described as :func:`.program.dims2` describes it, as the entry's ``dims`` do)."""
     app = program.entries[t]
     ins = [_Tensor(trace.tensor(r)) for r in app.inputs]
     cols = app.shape[-1] if app.shape else 1
     i, j = divmod(element, cols)
     if app.kind == "linear":
         return [ins[0].row(i), ins[1].row(j), ins[2].open(j) if len(ins) > 2 else _EMPTY]
-    if app.kind in ("relu", "permute"):
-        at = app.attrs
-        src = element if app.kind == "relu" else int(
-            np.arange(ins[0].t.numel()).reshape(list(at["shape"])).transpose(list(at["perm"])).reshape(-1)[element])
-        return [ins[0].open(src)]
+    if app.kind == "relu":
+        return [ins[0].open(element)]
+    if app.kind == "permute":  # the source element in its input (several inputs: one after another)
+        k, src = divmod(_permute_source(app, ins[0].t.numel() * len(ins), element), ins[0].t.numel())
+        return [ins[k].open(src)]
     if app.kind in ("apply_mask", "add"):
         return [ins[0].open(element), ins[1].open(element % ins[1].t.numel())]
     if app.kind in ("column_sum", "softmax_row_sum"):
         return [ins[0].row(element)]
     if app.kind == "xent_partial_sum":
         return [ins[0].row(i)]
+    if app.kind in ("softmax", "softmax_backward"):  # row i of the scores (rows of T) and of the other input
+        return [ins[0].row(i), ins[1].row(i)]
     if app.kind in ("xent_grad", "xent_loss"):
         row = element if app.kind == "xent_loss" else i
         return [ins[0].row(row), ins[1].row(row), ins[2].open(row)]

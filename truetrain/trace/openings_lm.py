@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kinds_lm import key_bytes
 from .openings import NONE, OneStepCall, _f32, _Tensor
 
 
@@ -63,7 +64,8 @@ def lm_call(app, ins: list[_Tensor], trace, element: int, want: int) -> OneStepC
         return OneStepCall("OneStepElementwiseHarness", "embeddingElement",
                            (ids.desc, table.desc, i, j, [ids.open(i), table.open(row * table.cols + j)]), want)
     if kind == "dropout":
-        d = ("0x" + bytes(at["key"]).hex(), at["site"].encode(), _f64(at["p_f64"]), at["first"])
+        key = key_bytes(trace.tensor(app.inputs[1]))  # the step's key: a batch tensor
+        d = ("0x" + key.hex(), at["site"].encode(), _f64(at["p_f64"]), at["first"])
         return OneStepCall("OneStepElementwiseHarness", "dropoutElement", (d, descs[0], element,
                                                                            ins[0].open(element)), want)
     if kind == "scatter":

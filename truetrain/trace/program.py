@@ -46,60 +46,16 @@ from ..training.manifest import Manifest, load_manifest
 from ..training.merkle import merkle_root
 from ..training.models import param_shapes
 from ..training.optim import init_state
+from . import kind_names
 
 APP, STATE, BATCH = 0, 1, 2
 
-#: kind -> (attribute names in encoding order, outputs, the on-chain one-step or None where
-#: it is not written yet). ``*_f64`` attributes are float64 bits.
-KINDS: dict[str, tuple[tuple[str, ...], int, str | None]] = {
-    "linear": (("limbs", "bias"), 1, "OneStepGemm.linearElement"),
-    "relu": ((), 2, "OneStepElementwise.reluElement"),
-    "apply_mask": ((), 1, "OneStepElementwise.applyMaskElement"),
-    "add": ((), 1, "OneStepElementwise.addElement"),
-    "permute": (("shape", "perm"), 1, "OneStepElementwise.permuteElement"),
-    "embedding": ((), 1, "OneStepElementwise.embeddingElement"),
-    "dropout": (("key", "site", "p_f64", "first"), 1, "OneStepElementwise.dropoutElement"),
-    "gelu": ((), 1, "OneStepGelu.geluElement"),
-    "gelu_backward": ((), 1, "OneStepGelu.geluBackwardElement"),
-    "layernorm": (("eps_f64",), 1, "OneStepLayerNorm.layerNormElement"),
-    "layernorm_backward": (("eps_f64",), 2, "OneStepLayerNorm.layerNormBackwardElement"),
-    "column_sum": ((), 1, "OneStepExactSum.columnSumElement"),
-    "scatter": (("rows",), 1, "OneStepExactSum.scatterElement"),
-    "softmax_row_sum": ((), 1, "OneStepSoftmax.rowSumElement"),
-    "softmax": ((), 1, "OneStepSoftmax.softmaxElement"),
-    "softmax_backward": (("scale",), 1, "OneStepSoftmax.softmaxBackwardElement"),
-    "xent_partial_sum": (("width",), 1, "OneStepXent.partialSumElement"),
-    "xent_grad": (("total_rows",), 1, "OneStepXent.gradElement"),
-    "xent_loss": ((), 1, "OneStepXent.lossElement"),
-    "sgd": (("lr", "weight_decay", "momentum"), 2, "OneStepOptim.sgdElement"),
-    "adam": (("lr", "weight_decay", "beta1", "beta2", "eps", "decoupled", "clipped"), 3,
-             "OneStepOptim.adamElement"),
-    "adam_powers": (("beta1", "beta2"), 2, "OneStepOptim.adamPowersElement"),
-    # no one-step yet (issue 28's item 1, being written): the name and inputs are this
-    # program's proposal
-    "row_scales": (("limbs",), 1, None),  # (rows,) float32: a row's power-of-two scale
-    "weight_grad": (("limbs",), 1, None),  # (g, a, row_scales(a)) -> dW = gᵀ a, (out, in)
-    # (a, bt) -> float32(A[n] · Bt[n]ᵀ) · scale for n < N, A = part a_part of ``a`` viewed
-    # (parts, N, M, K), Bt = part b_part of ``bt`` viewed (parts, N, P, K); output (N, M, P)
-    "bmm": (("limbs", "scale", "a_part", "b_part"), 1, None),
-    # the inputs' elements one after another (a flat concatenation) viewed as ``shape``,
-    # permuted by ``perm`` (the attention's dq, dk, dv back into the qkv layout)
-    "concat_permute": (("shape", "perm"), 1, None),
-    "positions": (("seq_len",), 1, None),  # (rows,) int32 words: row r's position r mod seq_len
-    "increment": ((), 1, None),  # a 0-dim int32 word plus one (AdamW's lr_step)
-    # the clip factor (as truetrain/numerics/clip.py cuts it): every gradient, in the
-    # parameters' order, cut into ranges of ``width`` values (the last of a tensor shorter):
-    # each range's largest magnitude (float32), its integer sum of squares on the grid of
-    # the largest of those (float64), then the norm (float64) and the factor (float32)
-    "clip_max": (("width",), 1, None),
-    "clip_sum": (("width", "count"), 1, None),
-    "clip_factor": (("count", "clip_norm_f64"), 2, None),
-}
-#: kinds whose output is float64 (two words an element)
-FLOAT64 = {"softmax_row_sum", "xent_partial_sum", "xent_loss", "clip_sum", ("clip_factor", 0)}
+#: kind -> its inputs, attributes (in encoding order), outputs, float64-ness and verifier
+#: contract: the one table (:mod:`.kind_names`), which every entry follows
+KINDS = kind_names.KINDS
 #: attributes whose values depend on the step (docs/onestep.md, "The program and the trace
 #: builder"): written as 0 in the job's template
-STEP_ATTRIBUTES = {("adam", "lr"), ("dropout", "key")}
+STEP_ATTRIBUTES = {("adam", "lr")}
 #: the cross-entropy's widest block of columns (a row of 256 exps is over the gas limit)
 XENT_BLOCK = 128
 #: the clip factor's ranges of gradient values (one range opened by a one-step)
@@ -135,23 +91,23 @@ class Application:
 
     @property
     def words(self) -> int:
-        return 2 if self.kind in FLOAT64 or (self.kind, self.output) in FLOAT64 else 1
+        return 2 if KINDS[self.kind].float64 else 1
 
     def encode(self, template: bool = False) -> bytes:
         """The entry's ABI encoding; ``template``: the step-dependent attributes as 0."""
-        names, outputs, _ = KINDS[self.kind]
-        given = self.attrs
-        if tuple(given) != names or not 0 <= self.output < outputs:
-            raise TraceError(f"{self.label or self.kind}: attributes {tuple(given)} / output {self.output} "
-                             f"do not fit the kind {self.kind!r} ({names}, {outputs} outputs)")
+        spec = KINDS[self.kind]
+        names, outputs, given = spec.attributes, len(spec.outputs), self.attrs
+        low, high = spec.arity()
+        if tuple(given) != names or not 0 <= self.output < outputs or not low <= len(self.inputs) <= high:
+            raise TraceError(f"{self.label or self.kind}: attributes {tuple(given)} / output {self.output} / "
+                             f"{len(self.inputs)} inputs do not fit the kind {self.kind!r} ({names}, "
+                             f"{outputs} outputs, inputs {spec.inputs})")
         flat: list[int] = []
         for name in names:
             value = 0 if template and (self.kind, name) in STEP_ATTRIBUTES else given[name]
             if isinstance(value, str):
                 value = value.encode()
-            if isinstance(value, bytes) and name == "key":
-                flat.append(int.from_bytes(value, "big"))
-            elif isinstance(value, (tuple, list, bytes)):
+            if isinstance(value, (tuple, list, bytes)):
                 flat += [len(value), *map(int, value)]
             elif isinstance(value, float):
                 flat.append(_f64_bits(value) if name.endswith("_f64") else _f32_bits(value))
@@ -167,12 +123,13 @@ ENTRY_TYPES = ["bytes32", "uint256", "uint256", "uint256[]", "uint256[]", "uint2
 
 def dims2(shape, words: int = 1) -> tuple[int, int]:
     """A tensor's 2-D descriptor ``(rows, cols)``: a 0-dim one (1, words), a vector
-    (1, n·words), else (its first dimension, the rest times words)."""
+    (1, n·words), a matrix (its rows, its columns times words), a tensor of more dimensions
+    its rows of the last one (the batched products' operands, the softmax's scores)."""
     shape = tuple(int(s) for s in shape)
     numel = int(np.prod(shape)) if shape else 1
     if len(shape) <= 1:
         return 1, numel * words
-    return shape[0], numel // shape[0] * words
+    return numel // shape[-1], shape[-1] * words
 
 
 def _f32_bits(v: float) -> int:
@@ -247,7 +204,7 @@ class Builder:
 
     def add(self, kind: str, inputs, out_shape, label: str = "", output: int = 0, **attributes) -> Ref:
         """Append one application (attributes in the kind's order) and return its output."""
-        names = KINDS[kind][0]
+        names = KINDS[kind].attributes
         inputs = tuple(inputs)
         dims = tuple(d for r in inputs for d in dims2(self.shape(r), self.words(r)))
         app = Application(kind, inputs, tuple(int(s) for s in out_shape),
@@ -271,13 +228,14 @@ class Builder:
         return self.add("linear", inputs, (rows, out), label, limbs=limbs, bias=int(bias is not None))
 
     def param_grads(self, g: Ref, a: Ref, wname: str, bname: str | None, limbs: int, label: str) -> dict[str, Ref]:
-        """A linear map's weight gradient ``gᵀ a`` (from ``aᵀ``, ``gᵀ`` and the scales of
-        ``a``'s rows) and its bias gradient (column sums of ``g``: the rows of ``gᵀ``)."""
+        """A linear map's weight gradient ``gᵀ a`` (``weight_grad_transposed`` of ``gᵀ``,
+        ``aᵀ`` and the scales of ``a``'s rows: its one-step opens one row of each) and its
+        bias gradient (column sums of ``g``: the rows of ``gᵀ``)."""
         rows = self.shape(a)[0]
         scales = self.add("row_scales", [a], (rows,), f"{label} row scales", limbs=limbs)
         gt = self.transpose(g, f"{label} output gradient transposed")
         at = self.transpose(a, f"{label} input transposed")
-        out = {wname: self.add("weight_grad", [at, gt, scales], self.shape(self.state_ref(wname)),
+        out = {wname: self.add("weight_grad_transposed", [gt, at, scales], self.shape(self.state_ref(wname)),
                                f"{label} weight gradient", limbs=limbs)}
         if bname:
             out[bname] = self.add("column_sum", [gt], (self.shape(g)[1],), f"{label} bias gradient")
@@ -309,13 +267,12 @@ def state_names(manifest: Manifest) -> tuple[list[str], list[tuple[int, ...]]]:
     return names, [tuple(shapes[k]) for k in shapes] + [tuple(v.shape) for v in optim.values()]
 
 
-def derive(manifest, *, lr_step: int = 0, dropout_key: bytes | None = None) -> Program:
+def derive(manifest, *, lr_step: int = 0) -> Program:
     """The program of one step of ``manifest``'s job. The entries are the same for every
-    step; the step-dependent attributes (:data:`STEP_ATTRIBUTES`) are computed from the
+    step; the step-dependent attribute (:data:`STEP_ATTRIBUTES`) is computed from the
     manifest and the step's position: AdamW's learning rate from ``lr_step`` (the global
-    inner step, the state's ``optim.lr_step``), dropout's key (the step's, from the task's
-    key and the step number; None: the template's 0). :func:`step_scalars` gives both from
-    a checkpoint."""
+    inner step, the state's ``optim.lr_step``; :func:`step_scalars` gives it from a
+    checkpoint). Dropout's key is a batch tensor (:func:`derived_batch`), not an attribute."""
     manifest = load_manifest(manifest)
     if not manifest.repro:
         raise TraceError("only a repro job's step has a program")
@@ -324,22 +281,35 @@ def derive(manifest, *, lr_step: int = 0, dropout_key: bytes | None = None) -> P
     if manifest.model.kind == "lm":
         from .program_lm import lm_program
 
-        return lm_program(manifest, lr_step, dropout_key)
+        return lm_program(manifest, lr_step)
     raise TraceError(f"the program of a {manifest.model.kind!r} model is not derived yet")
 
 
 def step_scalars(manifest, ckpt) -> dict:
     """``derive``'s step arguments for the step from checkpoint ``ckpt``: ``lr_step`` (an
-    AdamW state's) and the dropout key (a model with dropout)."""
+    AdamW state's)."""
+    return {"lr_step": int(ckpt.tensors["optim.lr_step"])} if "optim.lr_step" in ckpt.tensors else {}
+
+
+def derived_batch(program: Program, ckpt, device=None) -> list[torch.Tensor]:
+    """The batch tensors the program derives beside the shard's inputs and targets (after
+    them, in ``program.batch``'s order): ``positions`` (each token's position in its
+    sequence, int32 words, the position embedding's scatter reads it) and ``dropout_key``
+    (the step's dropout key, ``subkey(task key, "drop", step)``, as 8 int32 words, the
+    big-endian words of its 32 bytes). Both parties derive them; the batch root commits to
+    them as to the shard's."""
     from ..training.rng import subkey
     from ..training.trainer import DROPOUT_DOMAIN
 
-    manifest = load_manifest(manifest)
-    out: dict = {}
-    if "optim.lr_step" in ckpt.tensors:
-        out["lr_step"] = int(ckpt.tensors["optim.lr_step"])
-    if getattr(manifest.model, "dropout", 0):
-        out["dropout_key"] = subkey(ckpt.rng_key, DROPOUT_DOMAIN, ckpt.step)
+    out = []
+    for name, shape in zip(program.batch[2:], program.batch_shapes[2:]):
+        if name == "positions":
+            out.append(torch.arange(shape[-1], dtype=torch.int32, device=device).repeat(shape[0], 1))
+        elif name == "dropout_key":
+            words = np.frombuffer(subkey(ckpt.rng_key, DROPOUT_DOMAIN, ckpt.step), ">i4").astype(np.int32)
+            out.append(torch.from_numpy(words.copy()).to(device))
+        else:
+            raise TraceError(f"no derived batch tensor {name!r}")
     return out
 
 

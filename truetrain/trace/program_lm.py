@@ -21,16 +21,17 @@ from .program_optim import update
 
 
 class _LM:
-    def __init__(self, manifest: Manifest, dropout_key: bytes | None):
+    def __init__(self, manifest: Manifest):
         spec = manifest.model
         self.spec, self.limbs = spec, manifest.limbs
         self.B, self.T = manifest.batch_size, spec.seq_len
         self.R, self.H, self.dh = self.B * self.T, spec.n_heads, spec.head_dim
         self.N = self.B * self.H
-        self.b = Builder(*state_names(manifest), ["inputs", "targets"], [(self.B, self.T)] * 2)
-        self.key = dropout_key or bytes(32)
+        # the shard's ids and targets, then what the program derives (program.derived_batch)
+        names, shapes = ["inputs", "targets", "positions"], [(self.B, self.T)] * 3
         if spec.dropout:
-            self.b.scalars["dropout_key"] = dropout_key
+            names, shapes = names + ["dropout_key"], shapes + [(8,)]
+        self.b = Builder(*state_names(manifest), names, shapes)
         self.grads: dict[str, Ref] = {}
 
     def w(self, name: str) -> Ref:
@@ -41,8 +42,9 @@ class _LM:
     def drop(self, x: Ref, site: str, label: str) -> Ref:
         if not self.spec.dropout:
             return x
-        return self.b.add("dropout", [x], self.b.shape(x), label, key=self.key, site=site,
-                          p_f64=float(self.spec.dropout), first=0)
+        key = Ref(BATCH, self.b.batch.index("dropout_key"))
+        return self.b.add("dropout", [x, key], self.b.shape(x), label, site=site, p_f64=float(self.spec.dropout),
+                          first=0)
 
     def layernorm(self, x: Ref, name: str) -> Ref:
         return self.b.add("layernorm", [x, self.w(name + ".weight"), self.w(name + ".bias")], self.b.shape(x),
@@ -97,7 +99,7 @@ class _LM:
         s["heads_t"] = b.add("permute", [qkv], (3, N, dh, T), p + "heads transposed", shape=split,
                              perm=(2, 0, 3, 4, 1))
         scores = self.bmm(s["heads"], s["heads"], (N, T, T), p + "scores", _scale(dh), (0, 1))
-        sums = b.add("softmax_row_sum", [scores], (N * T,), p + "softmax row sums")
+        sums = b.add("softmax_row_sum", [scores], (N * T, 1), p + "softmax row sums")  # a column: (N·T, 2) words
         s["p"] = b.add("softmax", [scores, sums], (N, T, T), p + "softmax")
         o = self.bmm(s["p"], s["heads_t"], (N, T, dh), p + "attention output", parts=(0, 2))
         s["merged"] = b.add("permute", [o], (self.R, self.spec.d_model), p + "heads merged", shape=(B, H, T, dh),
@@ -129,8 +131,8 @@ class _LM:
         dq = self.bmm(ds, s["heads_t"], (N, T, dh), p + "dq", parts=(0, 1))
         dk = self.bmm(self.swap(ds, p + "scores gradient transposed"), s["heads_t"], (N, T, dh), p + "dk",
                       parts=(0, 0))
-        dqkv = b.add("concat_permute", [dq, dk, dv], (self.R, 3 * self.spec.d_model), p + "qkv gradient",
-                     shape=(3, B, H, T, dh), perm=(1, 3, 0, 2, 4))
+        dqkv = b.add("permute", [dq, dk, dv], (self.R, 3 * self.spec.d_model), p + "qkv gradient",
+                     shape=(3, B, H, T, dh), perm=(1, 3, 0, 2, 4))  # the three one after another
         da1 = self.linear_back(dqkv, s["a1"], p + "attn.qkv")
         return b.add("add", [g2, self.layernorm_back(s["x"], da1, p + "ln1")], b.shape(g), p + "ln1 gradient sum")
 
@@ -157,13 +159,13 @@ class _LM:
         scatter = b.add("scatter", [gt, ids], (spec.vocab, spec.d_model), "tok_emb gradient (embedding)",
                         rows=spec.vocab)
         self.grads["tok_emb"] = b.add("add", [head_grad, scatter], (spec.vocab, spec.d_model), "tok_emb gradient")
-        positions = b.add("positions", [], (self.R,), "positions", seq_len=self.T)
+        positions = Ref(BATCH, b.batch.index("positions"))
         self.grads["pos_emb"] = b.add("scatter", [gt, positions], (self.T, spec.d_model), "pos_emb gradient",
                                       rows=self.T)
         update(b, manifest, self.grads, list(param_shapes(spec)), lr_step)
         return b.program()
 
 
-def lm_program(manifest: Manifest, lr_step: int = 0, dropout_key: bytes | None = None) -> Program:
+def lm_program(manifest: Manifest, lr_step: int = 0) -> Program:
     """The LM step's program (docs/onestep.md, "The program and the trace builder")."""
-    return _LM(manifest, dropout_key).build(manifest, lr_step)
+    return _LM(manifest).build(manifest, lr_step)

@@ -51,14 +51,14 @@ def update(b: Builder, manifest: Manifest, grads: dict[str, Ref], params: list[s
 
 def _clip_factor(b: Builder, clip_norm: float, grads: list[Ref]) -> Ref:
     """``min(1, clip_norm / (norm + 1e-6))`` of the gradients' global norm: the ranges'
-    largest magnitudes, their sums of squares on the largest's grid, the norm and factor."""
+    largest magnitudes, their sums of squares on the largest's grid, the factor (the norm is
+    a metric no entry reads)."""
     sizes = [math.prod(b.shape(g)) for g in grads]
     count, ranges = sum(sizes), sum(-(-n // CLIP_WIDTH) for n in sizes)
     maxima = b.add("clip_max", grads, (ranges,), "clip: ranges' maxima", width=CLIP_WIDTH)
     sums = b.add("clip_sum", [*grads, maxima], (ranges,), "clip: ranges' sums of squares", width=CLIP_WIDTH,
                  count=count)
-    return b.outputs("clip_factor", [maxima, sums], [(), ()], "clip: norm and factor", count=count,
-                     clip_norm_f64=float(clip_norm))[1]
+    return b.add("clip_factor", [maxima, sums], (), "clip: the factor", count=count, clip_norm_f64=float(clip_norm))
 
 
 def _sgd(b: Builder, spec, grads: dict[str, Ref], params: list[str]) -> None:
