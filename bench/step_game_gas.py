@@ -30,9 +30,8 @@ from truetrain.trace.game import play  # noqa: E402
 
 LIMIT = 10_000_000
 FAULTS = [(0, "linear fc.0 (32x128, K 64)"), (13, "linear input gradient (32x128, K 10)"), (2, "relu mask"),
-          (6, "xent gradient"), (11, "column sum"), (14, "apply_mask"), (8, "permute"), (26, "sgd parameter")]
-# (The program's weight_grad entries read (aᵀ, gᵀ, row scales) since the LM's program; the kind
-# contract registered as weight_grad takes (g, a, row scales): docs/onestep.md "Remains" 2.)
+          (6, "xent gradient"), (11, "column sum"), (14, "apply_mask"), (8, "permute"), (26, "sgd parameter"),
+          (10, "weight gradient fc.1 (gT, aT rows; M 32)")]
 
 
 def _deploy(w3, name, *args):

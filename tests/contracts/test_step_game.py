@@ -16,16 +16,18 @@ from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, LAYOUT_HASH, STEP
 from truetrain.hashing import keccak256
 from truetrain.merkle import tree_levels
 from truetrain.trace.game import CHALLENGER, DEFENDER, Party
+from truetrain.trace.kind_names import CONTRACTS
 from truetrain.training.merkle import leaf_node, merkle_root
 
-KINDS_CORE = ["linear", "relu", "apply_mask", "add", "permute", "column_sum", "sgd"]
-KINDS_XENT = ["xent_partial_sum", "xent_grad", "xent_loss", "softmax_row_sum", "softmax", "softmax_backward"]
+KINDS_XENT = list(CONTRACTS["StepKindsXent"])
+#: the kind contracts the digits MLP's program needs
+USED = ("StepKindsCore", "StepKindsXent", "StepKindsQuant")
 ZERO = "0x" + "00" * 32
 NO_START = (0, ZERO, ZERO, ZERO)  # the challenger's commitSteps: the start is not read
 # (entry, kind): a fault in each; every one flows into the step's update (the trace builder's
 # xent_grad recomputes its sums: a fault in the partial sums (4) or the loss (5) changes no state)
 FAULTS = [(0, "linear", "linear"), (2, "relu", "relu mask"), (6, "xent_grad", "xent gradient"),
-          (8, "permute", "permute"), (11, "column_sum", "column sum"),
+          (8, "permute", "permute"), (10, "weight_grad_transposed", "weight gradient"), (11, "column_sum", "column sum"),
           (13, "linear", "linear (input gradient)"), (14, "apply_mask", "apply_mask"), (21, "sgd", "sgd buffer"),
           (26, "sgd", "sgd parameter")]
 
@@ -40,11 +42,10 @@ def setting():
 
 
 @pytest.fixture(scope="module")
-def game(StepGame, StepKindsCore, StepKindsXent, deployer):
-    core, xent = StepKindsCore.deploy({"from": deployer}), StepKindsXent.deploy({"from": deployer})
-    kinds = KINDS_CORE + KINDS_XENT
-    return StepGame.deploy([_kind(k) for k in kinds], [core] * len(KINDS_CORE) + [xent] * len(KINDS_XENT),
-                           {"from": deployer})
+def game(StepGame, StepKindsCore, StepKindsXent, StepKindsQuant, deployer):
+    deployed = {c._name: c.deploy({"from": deployer}) for c in (StepKindsCore, StepKindsXent, StepKindsQuant)}
+    pairs = [(k, deployed[c]) for c in USED for k in CONTRACTS[c]]
+    return StepGame.deploy([_kind(k) for k, _ in pairs], [c for _, c in pairs], {"from": deployer})
 
 
 @pytest.fixture(scope="module")
