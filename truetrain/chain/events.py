@@ -31,6 +31,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import Web3RPCError
 
+from truetrain.chain.raw import block_hash, height
 from truetrain.chain.client import ChainClient
 from truetrain.chain.cursor import WHOLE_BLOCK, CursorStore, Position
 from truetrain.chain.settings import FollowerSettings
@@ -121,18 +122,13 @@ class EventFollower:
     # --- one pass ---------------------------------------------------------------------
 
     def _hash(self, block: int) -> str | None:
-        # The raw call: web3's get_block formats every field of the block, which made these
-        # three reads a pass the larger part of an idle daemon's follower.
-        reply = self.w3.provider.make_request("eth_getBlockByNumber", [hex(block), False])
-        if "error" in reply:  # as get_block raised: the poll fails and is retried
-            raise Web3RPCError(f"eth_getBlockByNumber({block}): {reply['error']}", rpc_response=reply)
-        found = reply.get("result")
-        return found["hash"] if found else None
+        # The raw call: web3's get_block formats every field of the block.
+        return block_hash(self.w3, block)
 
     def poll(self, head: int | None = None) -> int:
         """Deliver what is new up to the safe head (``head``: the chain's height, when the
         caller just read it); return how many events were handled."""
-        head = self.w3.eth.block_number if head is None else head
+        head = height(self.w3) if head is None else head
         position, genesis = self.store.load()
         position = position or Position(self.settings.start_block - 1)
         if genesis is None:
@@ -147,9 +143,12 @@ class EventFollower:
             end_hash = self._hash(end)
             logs = self.w3.eth.get_logs({"fromBlock": start, "toBlock": end,
                                          "address": self._addresses, "topics": [self._topics]})
-            if self._hash(end) != end_hash:
+            if logs and self._hash(end) != end_hash:
                 # The chain changed while we read: the logs may mix two forks. Deliver
-                # nothing; the next poll's reorg check finds where to resume.
+                # nothing; the next poll's reorg check finds where to resume. (With no logs
+                # there is nothing to deliver: a change after ``end_hash`` was read leaves
+                # the cursor on a hash the chain no longer has, and the next poll's reorg
+                # check rewinds and reads the range again; an idle daemon saved a call a block.)
                 log.warning("chain changed under the scan of blocks %d..%d; retrying next poll", start, end)
                 return delivered
             for raw in sorted(logs, key=lambda entry: (entry["blockNumber"], entry["logIndex"])):

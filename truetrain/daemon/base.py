@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import replace
 
+from truetrain.chain.raw import height
 from truetrain.chain.client import ChainClient
 from truetrain.chain.events import EventFollower, Subscription
 from truetrain.chain.handles import connect_deployment
@@ -253,11 +254,11 @@ class Daemon(Membership):
 
     def _refresh(self) -> None:
         """Between slow steps: the chain's height and its new events (they may open urgent entries)."""
-        self.block = self.client.w3.eth.block_number
+        self.block = height(self.client.w3)
         self.guarded("events", self.follower.poll)
 
     def tick(self) -> None:
-        block = self.client.w3.eth.block_number
+        block = height(self.client.w3)
         # Everything a pass acts on moves with the chain (events, deadlines, draws, due
         # heartbeats) or with a computation finishing in the lane: at the same block with
         # nothing finished, the last pass already did it all. Skipping such ticks saves most
