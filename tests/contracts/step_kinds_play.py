@@ -50,7 +50,7 @@ class KindEntry(Application):
 
     @property
     def words(self) -> int:
-        return 2 if KINDS[self.kind].float64 else 1
+        return KINDS[self.kind].words
 
     def encode(self) -> bytes:
         return encode(ENTRY_TYPES, [keccak256(self.kind.encode()), self.output, self.words, list(self.shape),
