@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
 from eth_abi import encode
 
 from ..errors import CheckpointError, ContentMismatch
