@@ -120,9 +120,16 @@ def checkpoint_commitment(ckpt: Checkpoint | bytes) -> tuple[int, bytes, bytes, 
 
 
 def checkpoint_hash(ckpt_or_bytes: Checkpoint | bytes) -> bytes:
+    """The checkpoint hash of a checkpoint (or of its canonical bytes, decoded first):
+    :func:`commitment_hash` of its :func:`checkpoint_commitment`."""
+    return commitment_hash(*checkpoint_commitment(ckpt_or_bytes))
+
+
+def commitment_hash(step: int, rng_key: bytes, layout_hash: bytes, tensors_root: bytes) -> bytes:
     """``keccak256(abi.encode(uint256 step, bytes32 rng_key, bytes32 layout_hash, bytes32
-    tensors_root))`` of a checkpoint (or of its canonical bytes, decoded first)."""
-    return keccak256(encode(["uint256", "bytes32", "bytes32", "bytes32"], list(checkpoint_commitment(ckpt_or_bytes))))
+    tensors_root))``: a checkpoint hash from its parts (what StepGame checks a checkpoint's
+    opening against)."""
+    return keccak256(encode(["uint256", "bytes32", "bytes32", "bytes32"], [step, rng_key, layout_hash, tensors_root]))
 
 
 def decode_checkpoint(data: bytes) -> Checkpoint:
