@@ -224,7 +224,7 @@ def test_mlp_job_round_exports_safetensors_and_a_module_with_equal_outputs(finis
     with net.store(0) as store:
         reader = net.reader(store)
         cid, digest = reader.rounds_advanced(job_id)[2]
-        params = load_checkpoint(reader.fetch(cid, digest), digest).group("model")
+        params = load_checkpoint(reader.fetch_checkpoint(cid, digest), digest).group("model")
         x = torch.from_numpy(decode_shard(reader.test_set(job_id)).x)
     assert report["checkpoint"] == {"cid": cid, "hash": "0x" + digest.hex()} and report["round"] == 2
     spec = importlib.util.spec_from_file_location("exported_digits", tmp_path / "model.py")
