@@ -169,11 +169,11 @@ def with_init(plan: JobPlan) -> JobPlan:
     return replace(plan, init=read_init(plan.spec.init, model, f"--init {plan.spec.init}"))
 
 
-def initial_checkpoint_bytes(manifest, params: dict) -> bytes:
+def initial_checkpoint(manifest, params: dict):
     """Global checkpoint 0 of a job that starts from ``params`` (what its manifest binds)."""
     from truetrain.training.aggregate import global_checkpoint
 
-    return global_checkpoint(manifest, 0, params).to_bytes()
+    return global_checkpoint(manifest, 0, params)
 
 
 def build_job_manifest(spec: TrainingSpec, plan: JobPlan, refs: dict | None = None):
@@ -232,9 +232,10 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
     else:
         refs = publish_dataset(store, plan.data, num_shards=spec.shards, seed=spec.seed)
     if plan.init is not None:
-        initial = store.add_bytes(initial_checkpoint_bytes(manifest, plan.init))
+        start = initial_checkpoint(manifest, plan.init)
+        initial = store.add_bytes(start.to_bytes())
         check_cid(initial.cid, "initial checkpoint")
-        refs["initial_checkpoint"] = {"cid": initial.cid, "hash": "0x" + initial.hash.hex()}
+        refs["initial_checkpoint"] = {"cid": initial.cid, "hash": "0x" + start.hash().hex()}  # its commitment
     manifest = build_job_manifest(spec, plan, refs)
     stored = store.add_bytes(manifest.to_bytes())
     check_cid(stored.cid, "manifest")

@@ -59,18 +59,17 @@ def _checkpoint_of(reader, job, manifest, round_index: int | None):
     if round_index == 0:
         initial = manifest.initial_checkpoint
         if initial is not None:
-            return 0, initial.cid, initial.hash, reader.fetch(initial.cid, initial.hash)
-        from truetrain.hashing import keccak256
+            return 0, initial.cid, initial.hash, reader.fetch_checkpoint(initial.cid, initial.hash)
         from truetrain.training import initial_model
 
-        data = initial_model(manifest).to_bytes()  # the seed's model: a pure function of the checked manifest
-        return 0, None, keccak256(data), data
+        model = initial_model(manifest)  # the seed's model: a pure function of the checked manifest
+        return 0, None, model.hash(), model.to_bytes()
     advanced = reader.rounds_advanced(job_id)
     if round_index not in advanced:
         raise Refused(f"job {job_id} has finished {job.current_round} of its {rounds} rounds: no model after round "
                       f"{round_index} yet")
     cid, digest = advanced[round_index]
-    return round_index, cid, digest, reader.fetch(cid, digest)
+    return round_index, cid, digest, reader.fetch_checkpoint(cid, digest)
 
 
 def export_job(reader, job_id: int, out_dir: Path, round_index: int | None = None) -> dict:

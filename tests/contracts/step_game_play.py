@@ -13,6 +13,7 @@ from truetrain.hashing import keccak256
 from truetrain.trace import build_trace, derive
 from truetrain.trace.game import CheckpointLeaf, Party, batches_root, play
 from truetrain.training import build_manifest, prepare_dataset
+from truetrain.training.checkpoint import checkpoint_commitment
 from truetrain.training.task import task_start
 from truetrain.training.trainer import train
 from truetrain.numerics.tensor_merkle import CHUNK
@@ -22,9 +23,9 @@ STEPS = 3  # the interval: three steps (not a power of two: the trees' padding i
 FAULTY_STEP = 1
 CLOCK = 50  # blocks a party
 SEED = 11
-# the checkpoints' layout hash: a stand-in fixed per test until the checkpoint hash binds the
-# tensors' names, dtypes and shapes (truetrain/training/checkpoint.py)
-LAYOUT_HASH = keccak256(b"digits-test: the checkpoints' layout")
+# the layout hash of the one-entry kind games' start (step_kinds_play): their state tensors
+# are no checkpoint's, so its hash stands in; the digits games use the checkpoints' own
+LAYOUT_HASH = keccak256(b"a kind game: its inputs' layout")
 
 
 def digits_job():
@@ -52,10 +53,9 @@ class Setting:
         self.start = self.checkpoint(0)
 
     def checkpoint(self, s: int) -> CheckpointLeaf:
-        """Checkpoint ``s``'s hash preimage: its step and rng key, the layout, its state root."""
-        c = self.checkpoints[s]
-        root = self.traces[s].state_root if s < STEPS else self.traces[-1].next_state_root
-        return CheckpointLeaf(c.step, c.rng_key, LAYOUT_HASH, root)
+        """Checkpoint ``s``'s hash preimage: its step and rng key, its layout hash and its
+        tensors root (the state root of trace ``s``, the last trace's next one for STEPS)."""
+        return CheckpointLeaf(*checkpoint_commitment(self.checkpoints[s]))
 
     def honest(self) -> Party:
         return Party(self.program, [tr.next_state_root for tr in self.traces], dict(enumerate(self.traces)),

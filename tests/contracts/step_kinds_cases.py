@@ -198,9 +198,10 @@ def data_cases(rng, n: int, d: int, rows: int, shape=(2, 4, 4, 3), limbs: int = 
 
 
 def increment_case() -> KindCase:
-    """AdamW's ``lr_step`` plus one (an int32 word)."""
-    return KindCase("increment", "increment", [torch.tensor(41, dtype=torch.int32)], torch.tensor(42, dtype=torch.int32),
-                    {}, np.array([42], np.uint32))
+    """AdamW's ``lr_step`` plus one: an int64, two words high first as in a checkpoint (above
+    2^32, so both words count)."""
+    return KindCase("increment", "increment", [torch.tensor(2**32 + 41)], torch.tensor(2**32 + 42), {},
+                    np.array([2**32 + 42], np.uint64))
 
 
 def all_cases(seed: int = 28) -> list[KindCase]:

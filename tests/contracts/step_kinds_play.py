@@ -15,6 +15,7 @@ from eth_abi import encode
 
 from tests.contracts.step_game_play import LAYOUT_HASH, _flip
 from truetrain.hashing import keccak256
+from truetrain.numerics.tensor_merkle import canonical_bits, words_of
 from truetrain.trace.builder import Trace, committed
 from truetrain.trace.game import CheckpointLeaf, Party, batches_root
 from truetrain.trace.kind_names import CONTRACTS, KINDS
@@ -50,7 +51,7 @@ class KindEntry(Application):
 
     @property
     def words(self) -> int:
-        return 2 if KINDS[self.kind].float64 else 1
+        return KINDS[self.kind].words
 
     def encode(self) -> bytes:
         return encode(ENTRY_TYPES, [keccak256(self.kind.encode()), self.output, self.words, list(self.shape),
@@ -73,18 +74,17 @@ class KindGame:
                 clock)
 
     def want(self) -> int:
-        """The honest element (float32 or float64 bits)."""
-        out = committed(self.trace.outputs[0]).reshape(-1)
-        if out.dtype == torch.float64:
-            return int(out.view(torch.int64)[self.element]) & (2**64 - 1)
-        return int(out.view(torch.int32)[self.element]) & 0xFFFFFFFF
+        """The honest element (its word, or its two words of a float64 or int64 as one value)."""
+        out = self.trace.outputs[0]
+        bits, e = canonical_bits(out), self.element
+        return int(bits[2 * e]) << 32 | int(bits[2 * e + 1]) if words_of(out.dtype) == 2 else int(bits[e])
 
 
 def kind_game(kind: str, inputs: list[torch.Tensor], out: torch.Tensor, attrs: dict, output: int = 0,
               element: int = 0) -> KindGame:
     """A one-entry game of ``kind`` on ``inputs`` (state tensors) with the honest ``out``; the
     faulty party flips ``element``."""
-    dims = tuple(d for x in inputs for d in dims2(x.shape, 2 if x.dtype == torch.float64 else 1))
+    dims = tuple(d for x in inputs for d in dims2(x.shape, words_of(x.dtype)))
     return entry_game(KindEntry(kind, (), tuple(out.shape), tuple(attrs.items()), output, kind, dims), inputs, out,
                       element)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from brownie import chain
 
-from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, LAYOUT_HASH, STEPS, Setting, drive
+from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, STEPS, Setting, drive
 from truetrain.hashing import keccak256
 from truetrain.merkle import tree_levels
 from truetrain.trace.game import CHALLENGER, DEFENDER, Party
@@ -192,15 +192,19 @@ def test_padding_nonZeroNode_reverts(game, setting, probe, alice, bob):
 
 def test_leaves_areTheCheckpointsHashes(game, setting, probe, alice, bob):
     """Level 0's leaves: the start is checkpoint 0's hash, the honest end checkpoint STEPS's
-    (its step and rng key the checkpoint's); the defender's first move opens the start."""
+    (each the checkpoint's own hash, its tensors root the trace's state root); the
+    defender's first move opens the start."""
     h, f = setting.honest(), setting.faulty(0, 5)
     assert setting.start.step == 0 and setting.checkpoints[STEPS].step == STEPS
+    assert [setting.checkpoint(s).hash() for s in range(STEPS + 1)] == [c.hash() for c in setting.checkpoints]
+    assert [setting.checkpoint(s).tensors_root for s in range(STEPS + 1)] == \
+        [tr.state_root for tr in setting.traces] + [setting.traces[-1].next_state_root]
     assert h.end == setting.checkpoint(STEPS) and h.end.rng_key == setting.checkpoints[0].rng_key
     gid = _open(game, setting, (h, f), (alice, bob), probe)
     assert game.disputed(gid)[2] == "0x" + setting.start.hash().hex()
     tx = game.commitSteps(gid, *h.commit_steps(), {"from": alice})
     assert dict(tx.events["StartOpened"]) == {"id": gid, "step": 0, "rngKey": "0x" + setting.start.rng_key.hex(),
-                                              "layoutHash": "0x" + LAYOUT_HASH.hex(),
+                                              "layoutHash": "0x" + setting.start.layout_hash.hex(),
                                               "tensorsRoot": "0x" + setting.traces[0].state_root.hex()}
     assert tx.events["StepsCommitted"]["end"] == "0x" + h.step_roots[-1].hex()
     assert game.disputed(gid)[2] == "0x" + setting.traces[0].state_root.hex()

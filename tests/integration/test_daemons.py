@@ -23,11 +23,11 @@ from tests.integration.market_net import TOKEN, MarketNet
 from truetrain.chain.client import dev_account
 from truetrain.chain.devnet import free_port
 from truetrain.hardware import detect
-from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, TaskStatus, TaskView, encode_task_id
 from truetrain.market.jobs import JobTerms
 from truetrain.market.views import JobView
-from truetrain.training import aggregate, evaluate, run_task
+from truetrain.training import aggregate, checkpoint_hash, evaluate, run_task
+from truetrain.training.checkpoint import fetch_checkpoint
 
 # Honest daemons must never time out here, so the windows that only a failure waits out are
 # wide (the devnet mines every 0.5 s and on every transaction: in a fresh clone's CI an honest
@@ -117,7 +117,7 @@ def test_distributed_job_equals_local_training_bit_for_bit(finished_job):
     for r in range(manifest.rounds):
         results = [run_task(manifest, shards[i], start, i, r) for i in range(len(shards))]
         start = aggregate(manifest, r, results).to_bytes()
-    assert keccak256(start) == JobView.read(net.contracts.market, job_id).checkpoint_hash
+    assert checkpoint_hash(start) == JobView.read(net.contracts.market, job_id).checkpoint_hash
 
 
 def _lm_manifest(store):
@@ -153,7 +153,7 @@ def test_distributed_lm_job_equals_local_training_bit_for_bit(finished_lm_job):
     for r in range(manifest.rounds):
         results = [run_task(manifest, shards[i], start, i, r) for i in range(len(shards))]
         start = aggregate(manifest, r, results, start).to_bytes()
-    assert keccak256(start) == JobView.read(net.contracts.market, job_id).checkpoint_hash
+    assert checkpoint_hash(start) == JobView.read(net.contracts.market, job_id).checkpoint_hash
     assert heldout_metrics(manifest, start, held)["bits_per_byte"] < 7.0  # learned something in 20 steps
 
 
@@ -193,7 +193,7 @@ def test_lm_job_exports_as_gpt2_that_transformers_loads_with_our_logits_and_samp
     assert report["checkpoint"] == {"cid": job.checkpoint_cid, "hash": "0x" + job.checkpoint_hash.hex()}
     assert report["round"] == report["rounds"] == 2 and report["format"] == "transformers-gpt2"
     with net.store(0) as store:
-        final = store.fetch(job.checkpoint_cid, job.checkpoint_hash, max_size=2**24)
+        final = fetch_checkpoint(store, job.checkpoint_cid, job.checkpoint_hash, max_size=2**24)
         held = decode_text_shard(store.fetch(manifest.test_set.cid, manifest.test_set.hash, max_size=2**24))
     hf = GPT2LMHeadModel.from_pretrained(out).eval()
     tokenizer = AutoTokenizer.from_pretrained(out)
@@ -224,7 +224,7 @@ def test_mlp_job_round_exports_safetensors_and_a_module_with_equal_outputs(finis
     with net.store(0) as store:
         reader = net.reader(store)
         cid, digest = reader.rounds_advanced(job_id)[2]
-        params = load_checkpoint(reader.fetch(cid, digest), digest).group("model")
+        params = load_checkpoint(reader.fetch_checkpoint(cid, digest), digest).group("model")
         x = torch.from_numpy(decode_shard(reader.test_set(job_id)).x)
     assert report["checkpoint"] == {"cid": cid, "hash": "0x" + digest.hex()} and report["round"] == 2
     spec = importlib.util.spec_from_file_location("exported_digits", tmp_path / "model.py")
@@ -269,18 +269,18 @@ def test_a_job_started_from_an_export_continues_from_it_through_the_market(init_
         start = reader.round_start(job_id, 0)  # fetched against the hash the manifest binds
         exported = read_init(out, manifest.model, "export")
         # Round 0's checkpoint is the export's tensors, which are the source job's final model, bit for bit.
-        assert keccak256(start) == global_checkpoint(manifest, 0, exported).hash() == manifest.initial_checkpoint.hash
+        assert checkpoint_hash(start) == global_checkpoint(manifest, 0, exported).hash() == manifest.initial_checkpoint.hash
         source_final = load_checkpoint(reader.final_checkpoint(source)[2]).group("model")
         assert all(torch.equal(exported[k], source_final[k]) for k in source_final)
         # The worker's committed checkpoint 0 holds them, and training went on from there: the
         # market's final model is local training from the export, bit for bit.
         bundle = reader.result(encode_task_id(job_id, 0, 0))
-        first = load_checkpoint(reader.fetch(bundle.checkpoints[0].cid, bundle.checkpoints[0].hash))
+        first = load_checkpoint(reader.fetch_checkpoint(bundle.checkpoints[0].cid, bundle.checkpoints[0].hash))
         assert all(torch.equal(first.group("model")[k], exported[k]) for k in exported)
         shard = reader.shard(job_id, 0)
     local = aggregate(manifest, 0, [run_task(manifest, shard, start, 0, 0)], start).to_bytes()
     final = JobView.read(net.contracts.market, job_id).checkpoint_hash
-    assert keccak256(local) == final != manifest.initial_checkpoint.hash
+    assert checkpoint_hash(local) == final != manifest.initial_checkpoint.hash
 
 
 def test_checkpoints_cross_ipfs_nodes_over_the_peer_to_peer_exchange(finished_job):

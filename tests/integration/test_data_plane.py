@@ -14,6 +14,7 @@ from tests.ipfs_nodes import client_for
 from truetrain.errors import ContentMismatch
 from truetrain.training import (build_manifest, decode_shard, load_checkpoint, load_manifest,
                                 merkle_proof, publish_dataset, replay, run_task, verify_proof)
+from truetrain.training.checkpoint import fetch_checkpoint
 
 MAX = 16 * 1024 * 1024
 
@@ -45,10 +46,11 @@ def test_worker_trains_from_ipfs_and_verifier_replays_its_checkpoint(two_nodes):
     assert len(decode_shard(shard)) == shard_ref.samples
     result = run_task(fetched, shard, None, 1, 0)
     stored = [worker.add_bytes(c) for c in result.checkpoints]
-    assert [s.hash for s in stored] == [load_checkpoint(c).hash() for c in result.checkpoints]
+    assert result.checkpoint_hashes == [load_checkpoint(c).hash() for c in result.checkpoints]
+    assert [s.hash for s in stored] != result.checkpoint_hashes  # the commitment, not the bytes' keccak256
 
     # Verifier: opens checkpoint 1 (step 4) from the worker's node and replays one interval.
-    middle = load_checkpoint(submitter.fetch(stored[1].cid, result.checkpoint_hashes[1], max_size=MAX))
+    middle = load_checkpoint(fetch_checkpoint(submitter, stored[1].cid, result.checkpoint_hashes[1], max_size=MAX))
     proof = merkle_proof(result.checkpoint_hashes, 2)
     replayed = replay(fetched, shard, middle, fetched.checkpoint_interval)
     assert replayed.hash() == result.checkpoint_hashes[2]
@@ -60,3 +62,5 @@ def test_a_checkpoint_under_another_hash_is_refused(two_nodes):
     genuine = submitter.add_bytes(b"checkpoint bytes")
     with pytest.raises(ContentMismatch):
         worker.fetch(genuine.cid, b"\x00" * 32, max_size=MAX)
+    with pytest.raises(ContentMismatch, match="not a checkpoint"):  # fetched as a checkpoint: not one
+        fetch_checkpoint(worker, genuine.cid, genuine.hash, max_size=MAX)

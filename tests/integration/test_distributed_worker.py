@@ -11,11 +11,10 @@ import pytest
 
 from tests.integration.market_net import TOKEN, MarketNet
 from truetrain.chain.client import dev_account
-from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, encode_task_id
 from truetrain.market.jobs import JobTerms
 from truetrain.market.views import JobView
-from truetrain.training import aggregate, run_task
+from truetrain.training import aggregate, checkpoint_hash, run_task
 
 # Two ranks start two fresh interpreters (torch, gloo): 14 s on a loaded 2-core machine for
 # a task one process trains in 0.2 s, so the compute window (no longer than the challenge
@@ -51,7 +50,7 @@ def test_workersOfOneAndTwoDevices_shareAJob_thatEndsOnTheSingleProcessCheckpoin
     with net.store() as store:
         data = [store.fetch(ref.cid, ref.hash, max_size=2**24) for ref in manifest.shards]
     alone = aggregate(manifest, 0, [run_task(manifest, data[i], None, i, 0) for i in range(2)]).to_bytes()
-    assert keccak256(alone) == JobView.read(net.contracts.market, job_id).checkpoint_hash
+    assert checkpoint_hash(alone) == JobView.read(net.contracts.market, job_id).checkpoint_hash
 
 
 def test_twoDeviceWorker_declaresItsDevicesInItsPublishedProfile(shared_job):

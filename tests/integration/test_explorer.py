@@ -29,11 +29,10 @@ from truetrain.chain.devnet import free_port, port_is_free
 from truetrain.cli_options import format_tokens
 from truetrain.explorer.app import CSP
 from truetrain.explorer.serve import start_explorer
-from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, TaskStatus, TaskView, encode_task_id
 from truetrain.market.outcome import heldout_metric, round_losses
 from truetrain.market.views import JobView
-from truetrain.training import build_manifest, load_checkpoint, publish_dataset
+from truetrain.training import build_manifest, checkpoint_hash, load_checkpoint, publish_dataset
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 EVIL = "<script>alert(\"x\")</script>'\"&<img src=x onerror=alert(1)>"
@@ -211,7 +210,7 @@ def test_job_page_follows_the_job_live_then_shows_loss_accuracy_and_the_final_ch
     # behind its state)
     wait.until(lambda b: text(b, "#checkpoint").startswith(job.checkpoint_cid))
     download = requests.get(market["url"] + f"/jobs/{job_id}/checkpoint", timeout=30)
-    assert download.status_code == 200 and keccak256(download.content) == job.checkpoint_hash
+    assert download.status_code == 200 and checkpoint_hash(download.content) == job.checkpoint_hash
 
 
 def test_workers_pages_show_stake_reputation_earnings_and_the_slash(market, browser):

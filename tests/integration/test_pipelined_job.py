@@ -32,7 +32,6 @@ from tests.integration.market_net import PARAMS, TOKEN, MarketNet
 from truetrain.chain.client import dev_account
 from truetrain.demo.processes import wait_for_log
 from truetrain.errors import TruetrainError
-from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, TaskStatus, encode_task_id
 from truetrain.market.jobs import JobTerms
 from truetrain.market.stages import StageBundle
@@ -81,8 +80,7 @@ def pool_call(net, index: int, join: bool) -> None:
 def whole_model_final(net, manifest) -> bytes:
     with net.store(0) as store:
         shards = [store.fetch(ref.cid, ref.hash, max_size=2**24) for ref in manifest.shards]
-    return keccak256(aggregate(manifest, 0, [run_task(manifest, shards[i], None, i, 0)
-                                             for i in range(len(shards))]).to_bytes())
+    return aggregate(manifest, 0, [run_task(manifest, shards[i], None, i, 0) for i in range(len(shards))]).hash()
 
 
 def job_events(net, name: str, job_id: int) -> list[dict]:

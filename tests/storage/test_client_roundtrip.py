@@ -6,9 +6,12 @@ import os
 import time
 
 import pytest
+import torch
 
 from truetrain.errors import ContentMismatch, ContentNotFound, ContentTooLarge, InvalidCid, StorageTimeout
 from truetrain.hashing import keccak256
+from truetrain.training import Checkpoint
+from truetrain.training.checkpoint import fetch_checkpoint
 
 # A CID of content no node here ever held (CIDv1 raw leaf of b"nobody has this").
 ABSENT_CID = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
@@ -92,3 +95,20 @@ def test_id_and_version_describe_the_node(client, shared_node):
     assert info.public_key and info.agent_version.startswith("truetrain-devnode/")
     assert all(addr.startswith("/ip4/127.0.0.1/tcp/") for addr in info.addresses)
     assert client.version() == "0.30.0-truetrain-devnode"
+
+
+def test_fetch_checkpoint_checksTheCommitment_notTheBytes(client):
+    """A checkpoint is fetched against its checkpoint hash (decoded, then its commitment):
+    the bytes' keccak256 is refused, as is a wrong hash, content that is no checkpoint, or
+    more bytes than the limit."""
+    ckpt = Checkpoint(3, b"\x11" * 32, {"model.w": torch.tensor([1.0, -2.0]), "optim.step": torch.tensor(7)})
+    data = ckpt.to_bytes()
+    stored = client.add_bytes(data)
+    assert fetch_checkpoint(client, stored.cid, ckpt.hash(), max_size=len(data)) == data
+    with pytest.raises(ContentMismatch, match=f"hashes to 0x{ckpt.hash().hex()}, expected 0x{stored.hash.hex()}"):
+        fetch_checkpoint(client, stored.cid, stored.hash, max_size=len(data))
+    other = client.add_bytes(b"not a checkpoint")
+    with pytest.raises(ContentMismatch, match="is not a checkpoint \\(not a truetrain checkpoint"):
+        fetch_checkpoint(client, other.cid, ckpt.hash(), max_size=100)
+    with pytest.raises(ContentTooLarge):
+        fetch_checkpoint(client, stored.cid, ckpt.hash(), max_size=len(data) - 1)

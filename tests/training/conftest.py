@@ -61,7 +61,7 @@ def assert_follows_kinds(program) -> None:
     """Every entry of ``program`` names a kind of the one table (truetrain/trace/kind_names.py)
     that a kind contract of StepGame's deployment registers, with an input count the kind
     takes, its attribute names in its order, one of its outputs and its words (float64 or
-    not); its descriptors are two words an input; it reads earlier entries only."""
+    int64: two); its descriptors are two words an input; it reads earlier entries only."""
     from truetrain.trace import APP
     from truetrain.trace.kind_names import CONTRACTS, KINDS
 
@@ -72,7 +72,7 @@ def assert_follows_kinds(program) -> None:
         assert low <= len(app.inputs) <= high, (t, app.label, len(app.inputs), spec.inputs)
         assert tuple(n for n, _ in app.attributes) == spec.attributes, (t, app.label)
         assert 0 <= app.output < len(spec.outputs), (t, app.label)
-        assert app.words == (2 if spec.float64 else 1) and len(app.dims) == 2 * len(app.inputs), (t, app.label)
+        assert app.words == spec.words and len(app.dims) == 2 * len(app.inputs), (t, app.label)
         assert all(r.index < t for r in app.inputs if r.source == APP), (t, app.label)
         app.encode()  # the encoder's own check of the same
 

@@ -16,6 +16,7 @@ from truetrain.hashing import keccak256
 from truetrain.trace import APP, ENTRY_TYPES, KINDS, STATE, build_trace, derive, first_divergence, updated_state
 from truetrain.numerics.tensor_merkle import TensorTree
 from truetrain.trace import roots
+from truetrain.training.checkpoint import checkpoint_commitment
 from truetrain.training.task import task_start
 from truetrain.training.trainer import train
 
@@ -53,24 +54,25 @@ def test_program_mlp_kindsInputsAndEncoding(program):
     assert kinds == ["linear", "relu", "relu", "linear", "xent_partial_sum", "xent_loss", "xent_grad",
                      "row_scales", "permute", "permute", "weight_grad_transposed", "column_sum", "permute", "linear",
                      "apply_mask", "row_scales", "permute", "permute", "weight_grad_transposed", "column_sum"] + ["sgd"] * 8
-    assert program.state == ("model.fc.0.weight", "model.fc.0.bias", "model.fc.1.weight", "model.fc.1.bias",
-                             "optim.momentum.fc.0.weight", "optim.momentum.fc.0.bias",
-                             "optim.momentum.fc.1.weight", "optim.momentum.fc.1.bias")
+    # a checkpoint's tensors in its encoding's order (sorted by name): the state root is its tensors_root
+    assert program.state == ("model.fc.0.bias", "model.fc.0.weight", "model.fc.1.bias", "model.fc.1.weight",
+                             "optim.momentum.fc.0.bias", "optim.momentum.fc.0.weight",
+                             "optim.momentum.fc.1.bias", "optim.momentum.fc.1.weight")
     for t, app in enumerate(program.entries):  # inputs read only earlier entries
         assert all(r.index < t for r in app.inputs if r.source == APP)
-    assert program.updates == {0: 20, 4: 21, 1: 22, 5: 23, 2: 24, 6: 25, 3: 26, 7: 27}
+    assert program.updates == {1: 20, 5: 21, 0: 22, 4: 23, 3: 24, 7: 25, 2: 26, 6: 27}
     wg = program.entries[10]  # fc.1's weight gradient: (gᵀ, aᵀ, row scales of a)
     assert [r.index for r in wg.inputs] == [8, 9, 7] and program.entries[7].inputs == (program.entries[9].inputs[0],)
     fc1 = program.entries[3]  # fc.1 forward: linear(relu output, W1, b1), 2 limbs, a bias
     kind, output, words, shape, inputs, attrs, dims = decode(ENTRY_TYPES, fc1.encode())
     assert (kind, output, words, shape) == (keccak256(b"linear"), 0, 1, (32, 10))
-    assert inputs == (1, STATE << 32 | 2, STATE << 32 | 3) and attrs == (2, 1)
+    assert inputs == (1, STATE << 32 | 3, STATE << 32 | 2) and attrs == (2, 1)
     assert dims == (32, 128, 10, 128, 1, 10)  # relu output (32, 128), W1 (10, 128), b1 a vector of 10
     _, _, _, _, _, attrs, _ = decode(ENTRY_TYPES, program.entries[8].encode())
     assert attrs == (2, 32, 10, 2, 1, 0)  # permute: shape (32, 10), perm (1, 0), each length first
     assert program.entries[4].words == 2  # the cross-entropy's partial sums are float64
     assert decode(ENTRY_TYPES, program.entries[5].encode())[6] == (32, 10, 32, 2, 1, 32)  # logits, sums (f64), labels
-    assert program.layout() == [21, 23, 25, 27, 22, 24, 26, 28]  # 1 + the sgd entry giving each state tensor
+    assert program.layout() == [23, 21, 27, 25, 24, 22, 28, 26]  # 1 + the sgd entry giving each state tensor
 
 
 def test_program_mlp_followsTheKindTable(program):
@@ -93,8 +95,10 @@ def test_trace_updates_equalTheTrainingStep_bitForBit(job, program, step):
     assert sorted(after) == sorted(checkpoints[step + 1].tensors)
     for name, value in after.items():
         assert torch.equal(_bits(value), _bits(checkpoints[step + 1].tensors[name])), name
-    fresh = build_trace(manifest, shard, checkpoints[step + 1])
-    assert trace.next_state_root == fresh.state_root  # level 1's commitment after the step
+    # level 1's commitments are the checkpoints' own: the state roots their tensors_root
+    assert trace.state_root == checkpoint_commitment(checkpoints[step])[3]
+    assert trace.next_state_root == checkpoint_commitment(checkpoints[step + 1])[3]
+    assert trace.state_roots == [TensorTree(checkpoints[step].tensors[n]).root for n in program.state]
 
 
 def test_trace_twoBuilds_identical(job, program, trace3):

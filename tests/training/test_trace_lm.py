@@ -15,10 +15,9 @@ import torch
 
 from truetrain.demo.run import LM_MODEL
 from truetrain.trace import APP, KINDS, build_trace, derive, first_divergence, kinds_lm, step_scalars, updated_state
-from truetrain.trace.builder import committed
-from truetrain.trace.roots import tensor_root
+from truetrain.numerics.tensor_merkle import TensorTree, canonical_bits
 from truetrain.training import build_manifest, task_start
-from truetrain.training.merkle import merkle_root
+from truetrain.training.checkpoint import checkpoint_commitment
 from truetrain.training.text import demo_corpus, encode_text_shard
 from truetrain.training.trainer import train
 
@@ -57,8 +56,8 @@ def _program(manifest, ckpt):
     return derive(manifest, **step_scalars(manifest, ckpt))
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return committed(t).contiguous().view(torch.int32)
+def _bits(t: torch.Tensor) -> np.ndarray:
+    return canonical_bits(t)
 
 
 def _entry(program, label: str, output: int = 0) -> int:
@@ -115,8 +114,12 @@ def test_trace_updates_equalTheTrainingStep_bitForBit(request, which, step):
     after, want = updated_state(program, trace), checkpoints[step + 1].tensors
     assert sorted(after) == sorted(want)
     for name, value in after.items():
-        assert torch.equal(_bits(value), _bits(want[name])), name
-    assert trace.next_state_root == merkle_root([tensor_root(committed(want[n])) for n in program.state])
+        assert value.dtype == want[name].dtype and np.array_equal(_bits(value), _bits(want[name])), name
+    # level 1's commitments are the checkpoints' own: the state roots their tensors_root
+    assert list(program.state) == sorted(want) and program.state[-1] == "optim.lr_step"
+    assert trace.state_root == checkpoint_commitment(checkpoints[step])[3]
+    assert trace.next_state_root == checkpoint_commitment(checkpoints[step + 1])[3]
+    assert trace.next_state_roots[-1] == TensorTree(torch.tensor(step + 1, dtype=torch.int64)).root  # two words
 
 
 def test_trace_twoBuilds_identical(small, trace2):

@@ -61,6 +61,7 @@ def machine_load() -> float:
 def time_replay(manifest, store) -> float:
     """Seconds to train the job's first task here, warm (the second of two runs: the first
     builds the kernels, as a daemon's warm-up does before it takes tasks)."""
+    from truetrain.training.checkpoint import fetch_checkpoint
     from truetrain.training.task import run_task
 
     shard = manifest.shards[0]
@@ -68,7 +69,7 @@ def time_replay(manifest, store) -> float:
     start = None
     if manifest.initial_checkpoint is not None:
         ref = manifest.initial_checkpoint
-        start = store.fetch(ref.cid, ref.hash, max_size=MAX_OBJECT_BYTES)
+        start = fetch_checkpoint(store, ref.cid, ref.hash, max_size=MAX_OBJECT_BYTES)
     run_task(manifest, shard_bytes, start, 0, 0)
     began = time.perf_counter()
     run_task(manifest, shard_bytes, start, 0, 0)

@@ -38,7 +38,7 @@ def recompute_hi(reader, view: GameView, d: Disputed, *, device=None) -> bytes |
         return task_start(manifest, reader.round_start(job_id, round_index), index, round_index).hash()
     for cid in d.agreed_cids:
         try:
-            start = reader.fetch(cid, d.agreed)
+            start = reader.fetch_checkpoint(cid, d.agreed)
             break
         except StorageError as exc:
             log.warning("agreed checkpoint not retrievable", extra={"game": view.game_id, "cid": cid,

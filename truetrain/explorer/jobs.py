@@ -97,12 +97,12 @@ def _bundle_loss(src, cid: str) -> float | None:
 
 def _heldout(src, manifest, job_id: int, cid: str, digest: bytes) -> float | None:
     from truetrain.market.outcome import heldout_metric
-    from truetrain.training import load_checkpoint
+    from truetrain.training import decode_checkpoint
 
     def compute():
         try:
-            data = src.fetch_checked(cid, digest, MAX_CHECKPOINT)
-            return heldout_metric(manifest, load_checkpoint(data, digest), src.reader.test_set(job_id))
+            data = src.fetch_checkpoint(cid, digest, MAX_CHECKPOINT)
+            return heldout_metric(manifest, decode_checkpoint(data), src.reader.test_set(job_id))
         except (TruetrainError, ValueError, RuntimeError):
             return None
 
@@ -162,4 +162,4 @@ def checkpoint_bytes(src, job_id: int) -> tuple[str, bytes]:
     job = src.reader.job(job_id)
     if not job.checkpoint_cid:
         raise LookupError(f"job {job_id} has no global checkpoint yet")
-    return job.checkpoint_cid, src.fetch_checked(job.checkpoint_cid, job.checkpoint_hash, MAX_CHECKPOINT)
+    return job.checkpoint_cid, src.fetch_checkpoint(job.checkpoint_cid, job.checkpoint_hash, MAX_CHECKPOINT)

@@ -125,9 +125,12 @@ class Source:
 
         return self.cached(("json", cid, expected_hash), fetch)
 
-    def fetch_checked(self, cid: str, expected_hash: bytes, max_size: int) -> bytes:
-        """Bytes from IPFS checked against ``expected_hash`` (raises StorageError)."""
-        return self.store.fetch(cid, expected_hash, max_size=max_size)
+    def fetch_checkpoint(self, cid: str, expected_hash: bytes, max_size: int) -> bytes:
+        """A checkpoint's bytes from IPFS, decoded and checked against its checkpoint hash
+        ``expected_hash`` (raises StorageError)."""
+        from truetrain.training.checkpoint import fetch_checkpoint
+
+        return fetch_checkpoint(self.store, cid, expected_hash, max_size=max_size)
 
 
 __all__ = ["Source", "StorageError", "lenient_codec"]

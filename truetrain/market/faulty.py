@@ -56,7 +56,7 @@ def nudged(ckpt: Checkpoint) -> Checkpoint:
 
 def _result(index: int, round_index: int, checkpoints: list[Checkpoint], manifest) -> TaskResult:
     encoded = [c.to_bytes() for c in checkpoints]
-    hashes = [keccak256(b) for b in encoded]
+    hashes = [c.hash() for c in checkpoints]
     metrics = {"train_loss": [0.0], "final_train_loss": 0.0, "steps": manifest.steps_per_task,
                "numeric_mode": manifest.numeric_mode}
     return TaskResult(index, round_index, hashes, merkle_root(hashes), encoded,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from truetrain.cli_options import Refused
 from truetrain.market import JobStatus, encode_task_id
-from truetrain.training import evaluate, load_checkpoint
+from truetrain.training import decode_checkpoint, evaluate
 
 
 def heldout_metric(manifest, checkpoint, test) -> float:
@@ -58,13 +58,13 @@ def collect_results(reader, job_id: int, out_dir: Path) -> dict:
     test = reader.test_set(job_id)
     lm = manifest.model.kind == "lm"
     key = "test_bits_per_byte" if lm else "test_accuracy"
-    value = heldout_metric(manifest, load_checkpoint(data, digest), test)
+    value = heldout_metric(manifest, decode_checkpoint(data), test)  # checked by final_checkpoint
 
     advanced = reader.rounds_advanced(job_id)  # round entered → checkpoint after the previous one
     per_round = []
     for done in range(1, job.rounds + 1):
         round_cid, round_hash = advanced[done]
-        per_round.append(heldout_metric(manifest, load_checkpoint(reader.fetch(round_cid, round_hash), round_hash), test))
+        per_round.append(heldout_metric(manifest, decode_checkpoint(reader.fetch_checkpoint(round_cid, round_hash)), test))
     losses = round_losses(reader, job)
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """Verified reads of what a task needs: manifest, shard, start checkpoint, round results.
 
 Everything is found from the chain (views and logs) and fetched from IPFS with the hash
-the chain or the manifest recorded, so a worker, a verifier and a submitter that use this
+the chain or the manifest recorded (a checkpoint's is its commitment, checked on the decoded
+checkpoint: :meth:`MarketReader.fetch_checkpoint`; anything else's keccak256 of its bytes), so a worker, a verifier and a submitter that use this
 reader see the same, checked inputs. Logs are looked up by indexed job or task id; results
 are cached per process because they never change once on chain (the latest reveal of a task
 wins, which is the one that was finalized).
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from truetrain.errors import ResultInvalid, UnknownJob
 from truetrain.training import Contribution, Manifest, load_manifest
+from truetrain.training.checkpoint import fetch_checkpoint
 
 from .codes import decode_task_id, encode_task_id
 from .results import ResultBundle
@@ -98,10 +100,19 @@ class MarketReader:
     # --- verified content ---------------------------------------------------------
 
     def fetch(self, cid: str, expected_hash: bytes) -> bytes:
+        """Content other than a checkpoint, checked against the keccak256 of its bytes."""
         held = self._held.get(cid)
         if held is not None and held[0] == bytes(expected_hash):
             return held[1]
         return self.store.fetch(cid, expected_hash, max_size=self.max_bytes)
+
+    def fetch_checkpoint(self, cid: str, expected_hash: bytes) -> bytes:
+        """A checkpoint's bytes, decoded and checked against its checkpoint hash
+        (:class:`~truetrain.errors.ContentMismatch` otherwise)."""
+        held = self._held.get(cid)
+        if held is not None and held[0] == bytes(expected_hash):
+            return held[1]
+        return fetch_checkpoint(self.store, cid, expected_hash, max_size=self.max_bytes)
 
     def manifest(self, job_id: int) -> Manifest:
         """The job's manifest, checked against the hash the job recorded."""
@@ -122,7 +133,7 @@ class MarketReader:
     def round_start(self, job_id: int, round_index: int) -> bytes | None:
         """The global checkpoint round ``round_index`` trains from (None: initialise from the seed)."""
         ref = self._start_ref(job_id, round_index)
-        return self.fetch(*ref) if ref else None
+        return self.fetch_checkpoint(*ref) if ref else None
 
     def _start_ref(self, job_id: int, round_index: int) -> tuple[str, bytes] | None:
         if round_index == 0:
@@ -133,30 +144,31 @@ class MarketReader:
             raise ResultInvalid(f"job {job_id} has not finished round {round_index - 1} yet")
         return advanced[round_index]
 
-    def input_refs(self, task_id: int) -> list[tuple[str, bytes]]:
-        """The (CID, hash) of what training task ``task_id`` reads of its job's data: its shard
-        (a stage's, where the stage reads it: the first and the last) and the checkpoint its
-        round starts from. None for an aggregation task: it reads the round's results."""
+    def input_refs(self, task_id: int) -> tuple[list[tuple[str, bytes]], tuple[str, bytes] | None]:
+        """The (CID, hash) of what training task ``task_id`` reads of its job's data: its
+        shards (a stage's, where the stage reads it: the first and the last) and the
+        checkpoint its round starts from (None: initialised from the seed). Nothing for an
+        aggregation task: it reads the round's results."""
         job_id, round_index, index = decode_task_id(task_id)
         manifest = self.manifest(job_id)
         if index >= aggregation_index(manifest):
-            return []
+            return [], None
         shard_index, stage = task_place(manifest, index)
         refs = []
         if stage in (0, stage_count(manifest) - 1):
             ref = manifest.shards[shard_index]
             refs.append((ref.cid, ref.hash))
-        start = self._start_ref(job_id, round_index)
-        return refs + ([start] if start else [])
+        return refs, self._start_ref(job_id, round_index)
 
     def hold(self, task_id: int) -> None:
         """Fetch and verify task ``task_id``'s inputs (``input_refs``) now and keep them, so
         that computing it later fetches nothing again (``release`` drops them). Raises what
         ``fetch`` raises."""
         cids = []
-        for cid, expected in self.input_refs(task_id):
+        shards, start = self.input_refs(task_id)
+        for (cid, expected), fetch in [(r, self.fetch) for r in shards] + [(start, self.fetch_checkpoint)] * bool(start):
             if cid not in self._held:
-                self._held[cid] = (bytes(expected), self.store.fetch(cid, expected, max_size=self.max_bytes))
+                self._held[cid] = (bytes(expected), fetch(cid, expected))
             cids.append(cid)
         self._held_by[task_id] = cids
 
@@ -214,7 +226,7 @@ class MarketReader:
         out = []
         for index in range(job.shards):
             bundle = self.result(encode_task_id(job_id, round_index, index))
-            final = self.fetch(bundle.final.cid, bundle.final.hash)
+            final = self.fetch_checkpoint(bundle.final.cid, bundle.final.hash)
             out.append(Contribution(index, bundle.samples, final))
         return out
 
@@ -223,4 +235,4 @@ class MarketReader:
         job = self.job(job_id)
         if not job.checkpoint_cid:
             raise ResultInvalid(f"job {job_id} has no global checkpoint yet (round {job.current_round})")
-        return job.checkpoint_cid, job.checkpoint_hash, self.fetch(job.checkpoint_cid, job.checkpoint_hash)
+        return job.checkpoint_cid, job.checkpoint_hash, self.fetch_checkpoint(job.checkpoint_cid, job.checkpoint_hash)

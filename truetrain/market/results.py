@@ -1,7 +1,7 @@
 """What a worker publishes for a training task, and how a reader checks it against the chain.
 
 A training task's revealed CID names a *result bundle*: canonical JSON listing the CID and
-keccak256 of every checkpoint the worker's Merkle root commits to (steps 0, I, 2I, ... K),
+checkpoint hash (training/checkpoint.py) of every checkpoint the worker's Merkle root commits to (steps 0, I, 2I, ... K),
 the samples trained and the loss curve. A reader trusts nothing in it until the Merkle
 root of the listed hashes equals the root revealed on chain; each checkpoint it then
 fetches is checked against its listed hash. An aggregation task's revealed CID is the
@@ -89,7 +89,7 @@ def publish_result(store, task_id: int, result: TaskResult, interval: int) -> tu
     steps = int(result.metrics.get("steps", interval * (len(result.checkpoints) - 1)))
     for i, blob in enumerate(result.checkpoints):
         stored = store.add_bytes(blob)
-        refs.append(CheckpointRef(min(i * interval, steps), stored.cid, stored.hash))
+        refs.append(CheckpointRef(min(i * interval, steps), stored.cid, result.checkpoint_hashes[i]))
     loss = result.metrics.get("train_loss", [])
     metrics = {"final_train_loss": result.metrics.get("final_train_loss"),
                "mean_train_loss": (sum(loss) / len(loss)) if loss else None,

@@ -122,7 +122,7 @@ def replay_segment(reader, task_id: int, lo: int, agreed: LeafRecord, store_clie
     interval = manifest.checkpoint_interval
     if lo < 1 or agreed.step != (lo - 1) * interval:
         raise ResultInvalid(f"agreed leaf record at step {agreed.step} is not leaf {lo - 1}")
-    ckpt = decode_checkpoint(reader.fetch(agreed.checkpoint_cid, agreed.checkpoint_hash))
+    ckpt = decode_checkpoint(reader.fetch_checkpoint(agreed.checkpoint_cid, agreed.checkpoint_hash))
     inputs, messages = _committed(reader, task_id, plan, stage_index, store_client, timeout_s)
     stage = _replay(manifest, plan, stage_index, ckpt, shard, inputs, messages, interval, device)
     entries = segments(stage.log, plan.stages, interval, manifest.checkpoint_leaves)[lo]
@@ -135,8 +135,7 @@ def publish_stage(store, run: StageRun, manifest) -> tuple[str, StageBundle]:
     stage = run.stage
     refs = {}
     for step, ckpt in sorted(stage.checkpoints.items()):
-        stored = store.add_bytes(ckpt.to_bytes())
-        refs[step] = (stored.cid, stored.hash)
+        refs[step] = (store.add_bytes(ckpt.to_bytes()).cid, ckpt.hash())
     records = stage_leaf_records(stage.log, refs, stages=stage.plan.stages, interval=manifest.checkpoint_interval,
                                  leaves=manifest.checkpoint_leaves)
     leaves = []
@@ -164,7 +163,7 @@ def merged_contribution(reader, job_id: int, round_index: int, shard_index: int)
     for stage in range(stages):
         bundle = reader.stage_result(encode_task_id(job_id, round_index, shard_index * stages + stage))
         final = bundle.final
-        parts.append(decode_checkpoint(reader.fetch(final.checkpoint_cid, final.checkpoint_hash)))
+        parts.append(decode_checkpoint(reader.fetch_checkpoint(final.checkpoint_cid, final.checkpoint_hash)))
         samples = bundle.samples
     return Contribution(shard_index, samples, merge_checkpoints(parts).to_bytes())
 

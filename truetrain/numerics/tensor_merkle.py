@@ -2,12 +2,16 @@
 
 The canonical layout of a float32 tensor: flattened row-major, each element its IEEE-754
 bit pattern as 4 bytes big-endian (every NaN written as the canonical 0x7FC00000, since the
-engine's NaN payloads are not reproducible), cut into chunks of :data:`CHUNK` elements
-(256 bytes; the last chunk zero-padded). A float64 tensor (the softmax's row sums) is laid out as two words an
-element, its 8-byte pattern big-endian (high word first; every NaN 0x7FF8000000000000), so
-element ``i`` is words ``2i`` and ``2i + 1``. Leaf hash = keccak256(chunk); the tree is
+engine's NaN payloads are not reproducible across devices: a root deliberately ignores
+them), cut into chunks of :data:`CHUNK` words (256 bytes; the last chunk zero-padded). A
+float64 tensor (the softmax's row sums) is laid out as two words an element, its 8-byte
+pattern big-endian (high word first; every NaN 0x7FF8000000000000), so element ``i`` is
+words ``2i`` and ``2i + 1``. Integer tensors are laid out injectively, their bits as they
+are: int64 as two words (high first, as float64's), int32 as one word (two's complement),
+uint8 as one word each (zero-extended). Leaf hash = keccak256(chunk); the tree is
 MerkleCommitment's: leaf node H(0x00 ‖ leaf hash), inner node H(0x01 ‖ left ‖ right), zero
-padding nodes up to a power of two. The root does not hold the shape: the program fixes it.
+padding nodes up to a power of two. The root does not hold the shape or the dtype: the
+program (or a checkpoint's layout hash) fixes them.
 
 A range proof for the leaves [lo, hi) lists, level by level from the bottom, the left
 sibling of the range's first node when it is a right child, then the right sibling of its
@@ -29,15 +33,41 @@ CANONICAL_NAN = 0x7FC00000
 CANONICAL_NAN64 = 0x7FF8000000000000
 
 
+#: dtype -> (words an element, NaNs made canonical): the layouts a tree holds
+LAYOUTS = {torch.float32: (1, True), torch.float64: (2, True), torch.int64: (2, False), torch.int32: (1, False)}
+
+
+def in_layout(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (detached, on the CPU) in a dtype of :data:`LAYOUTS`: uint8 and bool zero-extended
+    to int32, a narrower float widened to float32 (exact); any other dtype raises
+    :class:`NumericsError`."""
+    t = t.detach().cpu()
+    if t.dtype in LAYOUTS:
+        return t
+    if t.dtype in (torch.uint8, torch.bool):
+        return t.to(torch.int32)
+    if t.is_floating_point():
+        return t.to(torch.float32)
+    raise NumericsError(f"no canonical layout for a {t.dtype} tensor")
+
+
+def words_of(dtype: torch.dtype) -> int:
+    """Words an element of a ``dtype`` tensor takes in the canonical layout (1 or 2)."""
+    return LAYOUTS.get(dtype, (1,))[0]
+
+
 def canonical_bits(t: torch.Tensor) -> np.ndarray:
-    """The float32 bit patterns of ``t`` flattened row-major (uint32), NaNs canonical; a
-    float64 tensor's patterns as two words each, high first."""
-    if t.dtype == torch.float64:
-        b = t.detach().contiguous().view(torch.int64).reshape(-1).numpy().view(np.uint64)
-        b = np.where((b & np.uint64(0x7FFFFFFFFFFFFFFF)) > np.uint64(0x7FF0000000000000), np.uint64(CANONICAL_NAN64), b)
+    """The tensor's words in the canonical layout, flattened row-major (uint32): float32 and
+    int32 one word an element, float64 and int64 two (high first); NaNs canonical."""
+    t = in_layout(t)
+    wide, canonical = LAYOUTS[t.dtype]
+    if wide == 2:
+        b = t.contiguous().view(torch.int64).reshape(-1).numpy().view(np.uint64)
+        if canonical:
+            b = np.where((b & np.uint64(0x7FFFFFFFFFFFFFFF)) > np.uint64(0x7FF0000000000000), np.uint64(CANONICAL_NAN64), b)
         return np.stack([b >> np.uint64(32), b & np.uint64(0xFFFFFFFF)], axis=-1).reshape(-1).astype(np.uint32)
-    bits = t.detach().to(torch.float32).contiguous().view(torch.int32).reshape(-1).numpy().view(np.uint32)
-    return np.where((bits & 0x7FFFFFFF) > 0x7F800000, np.uint32(CANONICAL_NAN), bits)
+    bits = t.contiguous().view(torch.int32).reshape(-1).numpy().view(np.uint32)
+    return np.where((bits & 0x7FFFFFFF) > 0x7F800000, np.uint32(CANONICAL_NAN), bits) if canonical else bits
 
 
 def chunked(t: torch.Tensor) -> tuple[int, bytes]:
@@ -51,8 +81,8 @@ def chunked(t: torch.Tensor) -> tuple[int, bytes]:
 
 
 class TensorTree:
-    """The Merkle tree of one float32 tensor in the canonical layout: its ``root`` and
-    range openings (:meth:`open`)."""
+    """The Merkle tree of one tensor in the canonical layout: its ``root`` and range
+    openings (:meth:`open`, by word)."""
 
     def __init__(self, t: torch.Tensor):
         self.numel, self.data = chunked(t)

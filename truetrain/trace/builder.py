@@ -19,6 +19,7 @@ from eth_abi import encode
 
 from ..errors import TraceError
 from ..hashing import keccak256
+from ..numerics.tensor_merkle import in_layout
 from ..training.checkpoint import Checkpoint
 from ..training.gemm_check import engine_for
 from ..training.manifest import load_manifest
@@ -36,11 +37,10 @@ HASHERS = 1
 
 
 def committed(t: torch.Tensor) -> torch.Tensor:
-    """The tensor as its tree holds it: float32 / float64 as they are, integer ids and labels
-    as their int32 words (viewed as float32)."""
-    if t.is_floating_point():
-        return t
-    return t.to(torch.int32).view(torch.float32)
+    """The tensor as its tree holds it (tensor_merkle's layout of its dtype: a trace's ids,
+    labels and positions are int32 tensors, one word each; AdamW's ``lr_step`` an int64 one,
+    two words, as in a checkpoint)."""
+    return in_layout(t)
 
 
 @dataclass
@@ -103,7 +103,9 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
         raise TraceError("the program given is not this step's (its step-dependent attributes differ)")
     dev = torch.device(device or "cpu")
     feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
-    batch = list(feed.batch(ckpt.rng_key, ckpt.step)) + derived_batch(program, ckpt, dev)
+    # the shard's ids and labels as int32 words (as the derived ones are), one word each
+    shard_batch = [b if b.is_floating_point() else b.to(torch.int32) for b in feed.batch(ckpt.rng_key, ckpt.step)]
+    batch = shard_batch + derived_batch(program, ckpt, dev)
     try:
         state = [ckpt.tensors[name].to(dev) for name in program.state]
     except KeyError as exc:
@@ -128,7 +130,7 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
         if edited is not out:
             ctx.release(Ref(APP, t))  # what its evaluation saved is not the edited output's
             out = edited
-        roots.append(hashing.submit(tensor_root, committed(out)))
+        roots.append(hashing.submit(tensor_root, out))
         if len(roots) > ROOTS_AHEAD and not roots[-ROOTS_AHEAD - 1].done():
             roots[-ROOTS_AHEAD - 1].result()  # bounded: at most ROOTS_AHEAD outputs wait for their root
         live[t] = out
@@ -141,11 +143,11 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
             del memo[key]
     roots = [r.result() for r in roots]
     hashing.shutdown()
-    state_roots = [tensor_root(committed(s)) for s in state]
+    state_roots = [tensor_root(s) for s in state]  # a checkpoint's tensors' roots, in its order
     next_roots = list(state_roots)
     for s, t in program.updates.items():
         next_roots[s] = roots[t]
-    return Trace(ckpt.step, program.root(), roots, state_roots, [tensor_root(committed(b)) for b in batch],
+    return Trace(ckpt.step, program.root(), roots, state_roots, [tensor_root(b) for b in batch],
                  next_roots, kept, state, batch)
 
 

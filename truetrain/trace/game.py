@@ -2,8 +2,9 @@
 commitments (the state roots after each step of the disputed interval, the traces of the
 steps it is asked about) and every move's arguments, from its own computation; :func:`play`
 drives a game between two parties to its end through a ``send`` callable (brownie in the
-tests, web3 in the bench). The game opens on level 0's leaves, checkpoint hashes:
-:func:`checkpoint_leaf` is the one place they are computed here.
+tests, web3 in the bench). The game opens on level 0's leaves, checkpoint hashes
+(:func:`checkpoint_leaf`: :func:`truetrain.training.checkpoint.commitment_hash`, the one place
+they are computed; a checkpoint's parts from ``checkpoint_commitment``).
 
 Nothing here is on a worker's normal path. The challenger's one-step opens earlier entries
 against the *defender's* trace root: the proof's siblings left of the disputed entry are
@@ -14,12 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from eth_abi import encode
-
 from ..errors import TraceError
-from ..hashing import keccak256
 from ..merkle import tree_levels
 from ..numerics.tensor_merkle import CHUNK, CHUNK_BYTES, TensorTree
+from ..training.checkpoint import commitment_hash
 from ..training.merkle import leaf_node, merkle_proof, merkle_root
 from .builder import Trace, committed
 from .openings import game_openings
@@ -34,7 +33,7 @@ def checkpoint_leaf(step: int, rng_key: bytes, layout_hash: bytes, tensors_root:
     """A checkpoint's hash, level 0's leaf: ``keccak256(abi.encode(uint256 step, bytes32
     rngKey, bytes32 layoutHash, bytes32 tensorsRoot))``, the tensors root the state root
     (:attr:`Trace.state_root`). StepGame checks the same bytes."""
-    return keccak256(encode(["uint256", "bytes32", "bytes32", "bytes32"], [step, rng_key, layout_hash, tensors_root]))
+    return commitment_hash(step, rng_key, layout_hash, tensors_root)
 
 
 class CheckpointLeaf(NamedTuple):

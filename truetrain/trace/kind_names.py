@@ -52,13 +52,20 @@ UNPOOL = "unpool"
 @dataclass(frozen=True)
 class KindSpec:
     """A kind's verifier contract, its inputs (in order; ``*`` a variable number), its
-    attributes (in encoding order), its outputs and whether they are float64."""
+    attributes (in encoding order), its outputs and whether they are float64 or int64 (two
+    words an element, high first)."""
 
     contract: str
     inputs: tuple[str, ...]
     attributes: tuple[str, ...]
     outputs: tuple[str, ...]
     float64: bool = False
+    int64: bool = False
+
+    @property
+    def words(self) -> int:
+        """Words an element of its outputs (tensor_merkle's layout)."""
+        return 2 if self.float64 or self.int64 else 1
 
     def arity(self) -> tuple[int, float]:
         """The fewest and most inputs an entry of the kind reads."""
@@ -98,7 +105,7 @@ KINDS: dict[str, KindSpec] = {
     CLIP_MAX: KindSpec("StepKindsOptim", ("gradients*",), ("width",), ("maxima",)),
     CLIP_SUM: KindSpec("StepKindsOptim", ("gradients*", "maxima"), ("width", "count"), ("sums",), True),
     CLIP_FACTOR: KindSpec("StepKindsOptim", ("maxima", "sums"), ("count", "clip_norm_f64"), ("factor",)),
-    INCREMENT: KindSpec("StepKindsOptim", ("step",), (), ("step",)),
+    INCREMENT: KindSpec("StepKindsOptim", ("step",), (), ("step",), int64=True),
     EMBEDDING: KindSpec("StepKindsData", ("ids", "table"), (), ("rows",)),
     SCATTER: KindSpec("StepKindsData", ("g.T", "ids"), ("rows",), ("table_grad",)),
     DROPOUT: KindSpec("StepKindsData", ("x", "key"), ("site", "p_f64", "first"), ("y",)),

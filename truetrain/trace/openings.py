@@ -6,7 +6,7 @@ the trace. The inputs' tensors come from the trace (``build_trace(..., keep=...)
 entry's input entries kept); their trees are rebuilt here.
 
 A tensor is described as 2-D: a 0-dim one (1, 1), a vector (1, n), else (its first
-dimension, the rest); a float64 tensor's columns are its words (two an element)."""
+dimension, the rest); a float64 or int64 tensor's columns are its words (two an element)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import TraceError
-from ..numerics.tensor_merkle import TensorTree, canonical_bits
+from ..numerics.tensor_merkle import TensorTree, canonical_bits, words_of
 from .builder import Trace, committed
 from .program import Program, dims2
 
@@ -37,7 +37,7 @@ class OneStepCall:
 
 
 def _dims(t: torch.Tensor) -> tuple[int, int]:
-    return dims2(t.shape, 2 if t.dtype == torch.float64 else 1)
+    return dims2(t.shape, words_of(t.dtype))
 
 
 class _Tensor:

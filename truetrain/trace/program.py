@@ -4,9 +4,9 @@ derived from the manifest (docs/onestep.md, "Trace and program").
 Entry ``t`` is ``(kind, inputs, attributes)`` plus which of the kind's outputs it is and its
 shape (the program fixes every tensor's shape, so its tree's depth). An input is a
 :class:`Ref`: an earlier entry's output (``APP``), a tensor of the step's state (``STATE``:
-the checkpoint's ``model.*`` tensors in the model's parameter order, then its ``optim.*``
-tensors in the optimizer's order) or of the step's batch (``BATCH``: 0 the inputs, 1 the
-targets; ids and labels are committed as int32 words). A kind with several outputs (ReLU's
+the checkpoint's tensors in its encoding's order, sorted by name, so the state root is the
+checkpoint hash's ``tensors_root``) or of the step's batch (``BATCH``: 0 the inputs, 1 the
+targets; ids and labels are int32 tensors, one word each). A kind with several outputs (ReLU's
 ``(y, mask)``, an update's ``(p, buf)``) is one entry an output, with the same inputs: each
 entry is one tensor, so level 3 descends one tree, and the one-step's call returns every
 output and the game compares entry ``output``'s.
@@ -42,6 +42,7 @@ from eth_abi import encode
 
 from ..errors import TraceError
 from ..hashing import keccak256
+from ..numerics.tensor_merkle import words_of
 from ..training.manifest import Manifest, load_manifest
 from ..training.merkle import merkle_root
 from ..training.models import param_shapes
@@ -91,7 +92,7 @@ class Application:
 
     @property
     def words(self) -> int:
-        return 2 if KINDS[self.kind].float64 else 1
+        return KINDS[self.kind].words
 
     def encode(self, template: bool = False) -> bytes:
         """The entry's ABI encoding; ``template``: the step-dependent attributes as 0."""
@@ -184,9 +185,10 @@ class Program:
 class Builder:
     """Appends applications and hands back their references."""
 
-    def __init__(self, state: list[str], state_shapes: list[tuple[int, ...]], batch: list[str], batch_shapes):
+    def __init__(self, state: list[str], state_shapes: list[tuple[int, ...]], state_words: list[int],
+                 batch: list[str], batch_shapes):
         self.entries: list[Application] = []
-        self.state, self.state_shapes = state, state_shapes
+        self.state, self.state_shapes, self.state_words = state, state_shapes, state_words
         self.batch, self.batch_shapes = batch, [tuple(s) for s in batch_shapes]
         self.updates: dict[int, int] = {}
         self.scalars: dict[str, object] = {}
@@ -200,7 +202,9 @@ class Builder:
         return (self.state_shapes if ref.source == STATE else self.batch_shapes)[ref.index]
 
     def words(self, ref: Ref) -> int:
-        return self.entries[ref.index].words if ref.source == APP else 1
+        if ref.source == APP:
+            return self.entries[ref.index].words
+        return self.state_words[ref.index] if ref.source == STATE else 1
 
     def add(self, kind: str, inputs, out_shape, label: str = "", output: int = 0, **attributes) -> Ref:
         """Append one application (attributes in the kind's order) and return its output."""
@@ -257,14 +261,15 @@ class Builder:
                        tuple(self.batch_shapes), dict(self.updates), tuple(self.scalars.items()))
 
 
-def state_names(manifest: Manifest) -> tuple[list[str], list[tuple[int, ...]]]:
-    """The step's state tensors by index: the parameters in the model's order, then the
-    optimizer's tensors in its order (a checkpoint's ``model.*`` and ``optim.*``)."""
-    shapes = param_shapes(manifest.model)
-    params = {k: torch.empty(s) for k, s in shapes.items()}
-    optim = init_state(manifest.optimizer, params)
-    names = ["model." + k for k in shapes] + ["optim." + k for k in optim]
-    return names, [tuple(shapes[k]) for k in shapes] + [tuple(v.shape) for v in optim.values()]
+def state_names(manifest: Manifest) -> tuple[list[str], list[tuple[int, ...]], list[int]]:
+    """The step's state tensors by index, their shapes and words an element: a checkpoint's
+    ``model.*`` and ``optim.*`` tensors in its encoding's order (sorted by UTF-8 name), so
+    the state root is the checkpoint hash's ``tensors_root``."""
+    params = {k: torch.empty(s) for k, s in param_shapes(manifest.model).items()}
+    tensors = {**{"model." + k: v for k, v in params.items()},
+               **{"optim." + k: v for k, v in init_state(manifest.optimizer, params).items()}}
+    names = sorted(tensors, key=lambda n: n.encode())
+    return names, [tuple(tensors[n].shape) for n in names], [words_of(tensors[n].dtype) for n in names]
 
 
 def derive(manifest, *, lr_step: int = 0) -> Program:

@@ -87,20 +87,24 @@ static void keccak256_x8(const uint8_t *const in[8], size_t len, uint8_t *const 
         }
 }
 
+/* the layout's flags (roots.py): the data are 64-bit elements, two words each (high first),
+ * else 32-bit words; their bits are integers, kept as they are, else floats whose NaNs are
+ * made canonical */
+enum { WIDE = 1, RAW = 2 };
+
 /* chunk `c` of a tensor of `words` words in the canonical layout into `buf` (256 bytes):
- * each word big-endian, every NaN canonical, zeros past the end; `wide`: the data are
- * float64 elements, two words each (high first), else float32 words */
-static void load_chunk(const uint8_t *data, int64_t words, int wide, int64_t c, uint8_t *buf) {
+ * each word big-endian, every float NaN canonical, zeros past the end */
+static void load_chunk(const uint8_t *data, int64_t words, int mode, int64_t c, uint8_t *buf) {
     for (int w = 0; w < 64; ++w) {
         const int64_t k = 64 * c + w;
         uint32_t x = 0;
-        if (k < words && !wide) {
+        if (k < words && !(mode & WIDE)) {
             memcpy(&x, data + 4 * k, 4);
-            if ((x & 0x7FFFFFFFu) > 0x7F800000u) x = 0x7FC00000u;
+            if (!(mode & RAW) && (x & 0x7FFFFFFFu) > 0x7F800000u) x = 0x7FC00000u;
         } else if (k < words) {
             uint64_t d;
             memcpy(&d, data + 8 * (k >> 1), 8);
-            if ((d & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull) d = 0x7FF8000000000000ull;
+            if (!(mode & RAW) && (d & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull) d = 0x7FF8000000000000ull;
             x = (k & 1) ? (uint32_t)d : (uint32_t)(d >> 32);
         }
         x = __builtin_bswap32(x);
@@ -108,9 +112,9 @@ static void load_chunk(const uint8_t *data, int64_t words, int wide, int64_t c, 
     }
 }
 
-/* the root of a tensor of `words` words at `data` (native float32, or float64 with `wide`)
+/* the root of a tensor of `words` words at `data` (native byte order, `mode`: WIDE | RAW)
  * into `out` (32 bytes); -1 without memory */
-int tt_tensor_root(const uint8_t *data, int64_t words, int wide, uint8_t *out) {
+int tt_tensor_root(const uint8_t *data, int64_t words, int mode, uint8_t *out) {
     const int64_t chunks = (words + 63) / 64;
     int64_t width = 1;
     while (width < chunks) width <<= 1;
@@ -127,7 +131,7 @@ int tt_tensor_root(const uint8_t *data, int64_t words, int wide, uint8_t *out) {
         uint8_t *to[8];
         for (int l = 0; l < 8; ++l) {
             int64_t c = 8 * g + l;
-            load_chunk(data, words, wide, c < chunks ? c : chunks - 1, chunk[l]);
+            load_chunk(data, words, mode, c < chunks ? c : chunks - 1, chunk[l]);
             in[l] = chunk[l];
             leaf[l][0] = 0;
             to[l] = leaf[l] + 1;

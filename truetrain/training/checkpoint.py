@@ -1,7 +1,13 @@
-"""Checkpoints: canonical bytes (what is stored on IPFS) and their keccak256 hash.
+"""Checkpoints: canonical bytes (what is stored on IPFS) and their hash, a commitment the
+chain can open down to one tensor's root (docs/checkpoint-format.md).
 
-The encoding is the one in docs/checkpoint-format.md; the hash is keccak256 of exactly
-those bytes, so a checkpoint decoded from bytes hashes to the same value by construction.
+``checkpoint_hash = keccak256(abi.encode(uint256 step, bytes32 rng_key, bytes32 layout_hash,
+bytes32 tensors_root))``: ``layout_hash`` is keccak256 of the encoding with the step, the
+RNG key and every tensor's data left out (so names, dtypes and shapes are bound),
+``tensors_root`` the Merkle root over the tensors' roots (truetrain/numerics/tensor_merkle's
+layout) in the encoding's order: a step's state root (docs/onestep.md, level 1). Fetched
+checkpoints are decoded and their commitment compared (:func:`load_checkpoint`,
+:func:`fetch_checkpoint`), never keccak256 of their bytes.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from eth_abi import encode
 
-from ..errors import CheckpointError
-from ..hashing import keccak256
+from ..errors import CheckpointError, ContentMismatch
+from ..hashing import keccak256, to_hex32
+from .merkle import ZERO, merkle_root
 
 MAGIC = b"TTCKPT\x00\x01"
 _DTYPES = {torch.float32: (1, "<f4"), torch.float64: (2, "<f8"), torch.int64: (3, "<i8"),
@@ -41,8 +49,8 @@ class Checkpoint:
         return decode_checkpoint(data)
 
     def hash(self) -> bytes:
-        """keccak256 of the canonical encoding."""
-        return keccak256(self.to_bytes())
+        """The checkpoint hash (:func:`checkpoint_hash`)."""
+        return checkpoint_hash(self)
 
     def group(self, prefix: str) -> dict[str, torch.Tensor]:
         """Tensors under ``prefix.`` with the prefix removed (``group("model")``)."""
@@ -52,37 +60,76 @@ class Checkpoint:
 
 def encode_checkpoint(ckpt: Checkpoint) -> bytes:
     """Canonical little-endian encoding (see docs/checkpoint-format.md)."""
+    _check_head(ckpt)
+    out = [MAGIC, struct.pack("<Q", ckpt.step), bytes(ckpt.rng_key), struct.pack("<I", len(ckpt.tensors))]
+    for name in sorted_names(ckpt):
+        out.append(encode_tensor(name, ckpt.tensors[name]))
+    return b"".join(out)
+
+
+def _check_head(ckpt: Checkpoint) -> None:
     if not 0 <= ckpt.step < 2**64:
         raise CheckpointError(f"step out of range: {ckpt.step}")
     if len(ckpt.rng_key) != 32:
         raise CheckpointError("rng_key must be 32 bytes")
-    out = [MAGIC, struct.pack("<Q", ckpt.step), bytes(ckpt.rng_key),
-           struct.pack("<I", len(ckpt.tensors))]
-    for name in sorted(ckpt.tensors, key=lambda n: n.encode()):
-        out.append(encode_tensor(name, ckpt.tensors[name]))
-    return b"".join(out)
+
+
+def sorted_names(ckpt: Checkpoint) -> list[str]:
+    """The tensors' names in the encoding's order (UTF-8 byte order)."""
+    return sorted(ckpt.tensors, key=lambda n: n.encode())
 
 
 def encode_tensor(name: str, t: torch.Tensor) -> bytes:
     """One named tensor's record: name length and UTF-8 name, dtype code, rank, shape,
     little-endian data (a checkpoint's tensors, a pipeline message's)."""
     t = t.detach()
+    header = tensor_header(name, t)
+    return header + t.cpu().contiguous().numpy().astype(_DTYPES[t.dtype][1], copy=False).tobytes()
+
+
+def tensor_header(name: str, t: torch.Tensor) -> bytes:
+    """A tensor record without its data: name length, name, dtype code, rank, shape."""
     if t.dtype not in _DTYPES:
         raise CheckpointError(f"{name}: unsupported dtype {t.dtype}")
-    code, np_dtype = _DTYPES[t.dtype]
     raw = name.encode()
     if not raw or len(raw) > 0xFFFF or t.dim() > 255:
         raise CheckpointError(f"{name}: bad name or rank")
-    return b"".join([struct.pack("<H", len(raw)) + raw + struct.pack("<BB", code, t.dim()),
-                     struct.pack(f"<{t.dim()}Q", *t.shape),
-                     t.cpu().contiguous().numpy().astype(np_dtype, copy=False).tobytes()])
+    return struct.pack("<H", len(raw)) + raw + struct.pack(f"<BB{t.dim()}Q", _DTYPES[t.dtype][0], t.dim(), *t.shape)
 
 
-def checkpoint_hash(ckpt_or_bytes) -> bytes:
-    """keccak256 of a checkpoint's canonical bytes."""
-    data = ckpt_or_bytes if isinstance(ckpt_or_bytes, (bytes, bytearray)) else \
-        encode_checkpoint(ckpt_or_bytes)
-    return keccak256(bytes(data))
+def layout_bytes(ckpt: Checkpoint) -> bytes:
+    """The encoding with the step, the RNG key and every tensor's data left out: magic,
+    count, then each tensor's header in the encoding's order (what ``layout_hash`` hashes)."""
+    return b"".join([MAGIC, struct.pack("<I", len(ckpt.tensors)),
+                     *(tensor_header(n, ckpt.tensors[n]) for n in sorted_names(ckpt))])
+
+
+def checkpoint_commitment(ckpt: Checkpoint | bytes) -> tuple[int, bytes, bytes, bytes]:
+    """``(step, rng_key, layout_hash, tensors_root)``: what :func:`checkpoint_hash` hashes.
+    ``tensors_root`` is the Merkle root over the tensors' roots in the encoding's order
+    (float NaN payloads are not reproducible across devices, so the roots deliberately
+    ignore them); an empty tensor's root, and the root of a checkpoint without tensors, are
+    32 zero bytes. Bytes are decoded first (:class:`CheckpointError` when malformed)."""
+    from ..trace.roots import tensor_root  # the C roots (trace/ imports this module)
+
+    ckpt = decode_checkpoint(ckpt) if isinstance(ckpt, (bytes, bytearray, memoryview)) else ckpt
+    _check_head(ckpt)
+    layout = keccak256(layout_bytes(ckpt))
+    roots = [tensor_root(t) if t.numel() else ZERO for t in (ckpt.tensors[n] for n in sorted_names(ckpt))]
+    return ckpt.step, bytes(ckpt.rng_key), layout, merkle_root(roots) if roots else ZERO
+
+
+def checkpoint_hash(ckpt_or_bytes: Checkpoint | bytes) -> bytes:
+    """The checkpoint hash of a checkpoint (or of its canonical bytes, decoded first):
+    :func:`commitment_hash` of its :func:`checkpoint_commitment`."""
+    return commitment_hash(*checkpoint_commitment(ckpt_or_bytes))
+
+
+def commitment_hash(step: int, rng_key: bytes, layout_hash: bytes, tensors_root: bytes) -> bytes:
+    """``keccak256(abi.encode(uint256 step, bytes32 rng_key, bytes32 layout_hash, bytes32
+    tensors_root))``: a checkpoint hash from its parts (what StepGame checks a checkpoint's
+    opening against)."""
+    return keccak256(encode(["uint256", "bytes32", "bytes32", "bytes32"], [step, rng_key, layout_hash, tensors_root]))
 
 
 def decode_checkpoint(data: bytes) -> Checkpoint:
@@ -139,7 +186,28 @@ def read_tensors(take, count: int, size: int) -> dict[str, torch.Tensor]:
 
 
 def load_checkpoint(data: bytes, expected_hash: bytes | None = None) -> Checkpoint:
-    """Decode ``data``, first checking it against ``expected_hash`` when one is given."""
-    if expected_hash is not None and keccak256(bytes(data)) != bytes(expected_hash):
+    """Decode ``data``, then check its hash against ``expected_hash`` when one is given
+    (:class:`CheckpointError` when malformed or different)."""
+    ckpt = decode_checkpoint(data)
+    if expected_hash is not None and checkpoint_hash(ckpt) != bytes(expected_hash):
         raise CheckpointError("checkpoint bytes do not match the expected hash")
-    return decode_checkpoint(data)
+    return ckpt
+
+
+def fetch_checkpoint(store, cid: str, expected_hash: bytes, *, max_size: int, timeout: float | None = None) -> bytes:
+    """The bytes of checkpoint ``cid`` from ``store`` (a StorageClient: at most ``max_size``
+    bytes), decoded and checked against ``expected_hash``: as a fetch of any other content
+    whose keccak256 differs, :class:`ContentMismatch` when they do not decode or their
+    checkpoint hash differs."""
+    expected_hash = bytes(expected_hash)
+    if len(expected_hash) != 32:
+        raise ValueError("expected_hash must be the 32-byte checkpoint hash")
+    data = store.fetch_unverified(cid, max_size=max_size, timeout=timeout)
+    try:
+        digest = checkpoint_hash(decode_checkpoint(data))
+    except CheckpointError as exc:
+        raise ContentMismatch(f"content {cid} ({len(data)} bytes) is not a checkpoint ({exc}): refusing it") from None
+    if digest != expected_hash:
+        raise ContentMismatch(f"checkpoint {cid} ({len(data)} bytes) hashes to {to_hex32(digest)}, "
+                              f"expected {to_hex32(expected_hash)}: refusing it")
+    return data

@@ -99,7 +99,7 @@ def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: i
                                     manifest.steps_per_task, every=manifest.checkpoint_interval,
                                     micro_batch=micro_batch, device=device)
     encoded = [c.to_bytes() for c in checkpoints]
-    hashes = [keccak256(b) for b in encoded]
+    hashes = [c.hash() for c in checkpoints]
     metrics = {"train_loss": losses, "final_train_loss": losses[-1],
                "steps": manifest.steps_per_task, "numeric_mode": manifest.numeric_mode}
     return TaskResult(shard_index, round_index, hashes, merkle_root(hashes), encoded,

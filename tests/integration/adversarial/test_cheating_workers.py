@@ -23,11 +23,10 @@ import pytest
 from tests.integration.market_net import TOKEN, MarketNet
 from truetrain.chain.client import dev_account
 from truetrain.errors import TruetrainError
-from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, encode_task_id
 from truetrain.market.jobs import JobTerms
 from truetrain.market.views import JobView
-from truetrain.training import aggregate, run_task
+from truetrain.training import aggregate, checkpoint_hash, run_task
 
 # The challenge window leaves the sampling verifier time to replay all five results one
 # after the other on a loaded 2-core machine: the devnet mines every 0.5 s and on every
@@ -100,7 +99,7 @@ def test_job_completes_with_the_honest_final_checkpoint(cheated_job):
         shards = [store.fetch(ref.cid, ref.hash, max_size=2**24) for ref in manifest.shards]
     results = [run_task(manifest, shards[i], None, i, 0) for i in range(SHARDS)]
     honest_final = aggregate(manifest, 0, results).to_bytes()
-    assert JobView.read(net.contracts.market, job_id).checkpoint_hash == keccak256(honest_final)
+    assert JobView.read(net.contracts.market, job_id).checkpoint_hash == checkpoint_hash(honest_final)
     # every shard task was redone by the honest worker
     finalized = {e["args"]["taskId"]: e["args"]["worker"] for e in net.events("TaskFinalized")}
     assert all(finalized[encode_task_id(job_id, 0, i)] == address(HONEST) for i in range(SHARDS))

@@ -11,11 +11,10 @@ import pytest
 
 from tests.integration.adversarial.test_cheating_workers import address, leave_pool, settled
 from tests.integration.market_net import TOKEN, MarketNet
-from truetrain.hashing import keccak256
 from truetrain.market import JobStatus, encode_task_id
 from truetrain.market.jobs import JobTerms
 from truetrain.market.views import JobView
-from truetrain.training import aggregate, build_manifest, run_task
+from truetrain.training import aggregate, build_manifest, checkpoint_hash, run_task
 from truetrain.training.text import demo_corpus, publish_text, split_text
 
 CHALLENGER, REFEREES, CHEATER, HONEST = 5, (6, 7, 8), 2, 11
@@ -55,7 +54,7 @@ def test_lm_job_completes_on_the_honest_single_process_checkpoint(lm_dispute):
     with net.store(0) as store:
         shard = store.fetch(manifest.shards[0].cid, manifest.shards[0].hash, max_size=2**24)
     honest = aggregate(manifest, 0, [run_task(manifest, shard, None, 0, 0)]).to_bytes()
-    assert JobView.read(net.contracts.market, job_id).checkpoint_hash == keccak256(honest)
+    assert JobView.read(net.contracts.market, job_id).checkpoint_hash == checkpoint_hash(honest)
     finalized = {e["args"]["taskId"]: e["args"]["worker"] for e in net.events("TaskFinalized")}
     assert finalized[encode_task_id(job_id, 0, 0)] == address(HONEST)
 

@@ -26,12 +26,13 @@ import multiprocessing
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from ...errors import PipelineError, StorageError, TruetrainError
 from ...storage import StorageClient, StorageSettings
-from ..checkpoint import Checkpoint, decode_checkpoint
+from ..checkpoint import Checkpoint, decode_checkpoint, fetch_checkpoint
 from ..manifest import DataRef, load_manifest
 from ..task import task_start
 from .split import merge_checkpoints, stage_checkpoint
@@ -56,9 +57,11 @@ class StageJob:
     threads: int = 1
 
 
-def _fetch(client: StorageClient, ref: DataRef, what: str) -> bytes:
+def _fetch(client: StorageClient, ref: DataRef, what: str, checkpoint: bool = False) -> bytes:
+    """``ref``'s bytes, checked against its hash (a checkpoint's: its checkpoint hash)."""
+    fetch = partial(fetch_checkpoint, client) if checkpoint else client.fetch
     try:
-        return client.fetch(ref.cid, ref.hash, max_size=MAX_MESSAGE_BYTES, timeout=client.settings.timeout_s)
+        return fetch(ref.cid, ref.hash, max_size=MAX_MESSAGE_BYTES, timeout=client.settings.timeout_s)
     except StorageError as exc:
         raise PipelineError(f"could not fetch the {what} {ref.cid}: {exc}") from exc
 
@@ -119,13 +122,13 @@ def run_stage(job: StageJob) -> dict:
             raise PipelineError(f"shard index {job.shard_index} out of range")
         ends = job.stage in (0, plan.stages - 1)
         shard = _fetch(client, manifest.shards[job.shard_index], "shard") if ends else None
-        start = None if job.start is None else _fetch(client, job.start, "start checkpoint")
+        start = None if job.start is None else _fetch(client, job.start, "start checkpoint", True)
         store = IpfsMessageStore(client, board, timeout_s=job.timeout_s)
         stage = train_stage(manifest, job.stage, shard, start, job.shard_index, job.round_index, store)
         checkpoints = {}
         for step, ckpt in sorted(stage.checkpoints.items()):
-            stored = client.add_bytes(ckpt.to_bytes())
-            checkpoints[str(step)] = {"cid": stored.cid, "hash": "0x" + stored.hash.hex()}
+            cid = client.add_bytes(ckpt.to_bytes()).cid
+            checkpoints[str(step)] = {"cid": cid, "hash": "0x" + ckpt.hash().hex()}
         log = [[e.step, int(e.kind), e.micro, e.source, e.sent, "0x" + e.hash.hex()] for e in stage.log.entries]
         record = {"stage": job.stage, "checkpoints": checkpoints, "log": log,
                   "log_root": "0x" + log_root(stage.log, plan.stages).hex(),
@@ -221,7 +224,8 @@ def merge_results(client: StorageClient, records: list[dict]) -> list[Checkpoint
             ref = record["checkpoints"].get(str(step))
             if ref is None:
                 raise PipelineError(f"stage {record['stage']} published no checkpoint at step {step}")
-            data = _fetch(client, DataRef(ref["cid"], bytes.fromhex(ref["hash"][2:])), f"stage {record['stage']} checkpoint")
+            data = _fetch(client, DataRef(ref["cid"], bytes.fromhex(ref["hash"][2:])), f"stage {record['stage']} checkpoint",
+                          True)
             parts.append(decode_checkpoint(data))
         merged.append(merge_checkpoints(parts))
     return merged
