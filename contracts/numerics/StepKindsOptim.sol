@@ -6,6 +6,7 @@ import {OneStepClip} from "./OneStepClip.sol";
 import {OneStepGemm} from "./OneStepGemm.sol";
 import {OneStepOptim} from "./OneStepOptim.sol";
 import {StepKinds} from "./StepKinds.sol";
+import {TensorMerkle} from "./TensorMerkle.sol";
 
 /// @title StepKindsOptim
 /// @notice The step game's one-steps of the Adam(W) update, the aggregation's (FedAvg, DiLoCo's
@@ -27,8 +28,8 @@ import {StepKinds} from "./StepKinds.sol";
 ///   every maximum. Float64.
 /// * `clip_factor`: the maxima, the sums (float64); count, clip_norm_f64; output the factor
 ///   (0-dim). Openings: both whole.
-/// * `increment`: a 0-dim int32 word (AdamW's schedule position `lr_step`); output the word
-///   plus one (mod 2^32). Opening: the word.
+/// * `increment`: a 0-dim int64 (AdamW's schedule position `lr_step`), two words high first as
+///   a checkpoint commits it; output it plus one (mod 2^64, both words). Opening: the two words.
 contract StepKindsOptim is IOneStepKind {
     using StepKinds for OneStepGemm.Tensor[];
     using StepKinds for OneStepGemm.Opening[];
@@ -79,7 +80,8 @@ contract StepKindsOptim is IOneStepKind {
         }
         if (kind == INCREMENT) {
             StepKinds.need(t, o, 1);
-            return uint32(uint256(OneStepGemm.openAt(t[0], 0, o[0])) + 1);
+            uint256 p = TensorMerkle.open(t[0].root, t[0].rows * t[0].cols, 0, 2, o[0].chunks, o[0].proof);
+            return uint64((uint256(OneStepGemm.load(p)) << 32 | OneStepGemm.load(p + 4)) + 1);
         }
         revert StepKinds.StepKindUnknown(kind);
     }

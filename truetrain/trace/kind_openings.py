@@ -54,8 +54,10 @@ def openings_of(app, ins, element: int) -> list:
         return [ins[0].row(i), ins[1].row(i), _whole(ins[2])]
     if kind == k.ADAM:
         return [x.open(element) for x in ins[:4]] + [x.open(0) for x in ins[4:]] + [EMPTY] * (7 - len(ins))
-    if kind in (k.ADAM_POWERS, k.INCREMENT):
+    if kind == k.ADAM_POWERS:
         return [x.open(0) for x in ins]
+    if kind == k.INCREMENT:  # the int64 word pair, high first
+        return [ins[0].open(0, 2)]
     if kind in (k.CLIP_MAX, k.CLIP_SUM):
         grads = ins if kind == k.CLIP_MAX else ins[:-1]
         t, start, count = ranges([x.rows * x.cols for x in grads], at["width"])[element]
