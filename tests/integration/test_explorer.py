@@ -201,7 +201,7 @@ def test_job_page_follows_the_job_live_then_shows_loss_accuracy_and_the_final_ch
         manifest, test_set = reader.manifest(job_id), reader.test_set(job_id)
         losses = round_losses(reader, job)
         advanced = reader.rounds_advanced(job_id)
-        accuracy = [heldout_metric(manifest, load_checkpoint(reader.fetch(*advanced[r]), advanced[r][1]), test_set)
+        accuracy = [heldout_metric(manifest, load_checkpoint(reader.fetch_checkpoint(*advanced[r]), advanced[r][1]), test_set)
                     for r in (1, 2)]
     assert table(browser, "#rounds tbody tr") == [
         [str(r), f"{losses[r - 1]:.4f}", f"{accuracy[r - 1] * 100:.1f}%", advanced[r][0]] for r in (1, 2)]
