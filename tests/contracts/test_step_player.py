@@ -1,7 +1,7 @@
 """StepPlayer (truetrain/dispute/step_player.py): two players, each built only from its own
 side's checkpoints of the digits-MLP interval (tests/contracts/step_game_play.py), called in
 turns against the real StepGame until it resolves: the honest one wins defending and
-challenging; a player recreated before every call (same state dir) resumes, wins and builds
+challenging; a player recreated before every call, defending and challenging, (same state dir) resumes, wins and builds
 each piece of its data once; a player facing a silent opponent waits out its clock, calls
 timeout and wins; an account that plays no side is refused."""
 
@@ -115,18 +115,26 @@ def test_players_honestWins(game, setting, probe, w3, tmp_path, alice, bob, t, k
     assert sides[CHALLENGER].sent[-1] == "oneStep" and "timeout" not in sides[0].sent + sides[1].sent
 
 
-def test_player_recreatedEveryCall_resumesAndWins(game, setting, probe, w3, tmp_path, alice, bob):
-    """The honest challenger's player is a new object at every call: it reads where the game
-    stands from the chain and its data from disk, each checkpoint read once for the roots,
-    once for the disputed step's trace and once for the batch roots (the one-step)."""
+@pytest.mark.parametrize("honest_role", [DEFENDER, CHALLENGER], ids=["honestDefender", "honestChallenger"])
+def test_player_recreatedEveryCall_resumesAndWins(game, setting, probe, w3, tmp_path, alice, bob, honest_role):
+    """The honest player is a new object at every call: it reads where the game stands from
+    the chain and its data from disk, each checkpoint read once for the roots, the disputed
+    step's once for its trace and, the challenger's, each once for the batch roots (the
+    one-step)."""
     t = PLAYED[0][0]
-    sides = _sides(setting, game, w3, tmp_path, (alice, bob), t, CHALLENGER)
+    sides = _sides(setting, game, w3, tmp_path, (alice, bob), t, honest_role)
     gid = _open(game, setting, sides, probe)
-    defender = sides[0].player()
-    assert _play(gid, [lambda: defender, sides[1].player]) == ["lost", "won"]
-    assert probe.winnerOf(gid) == bob
-    assert sides[1].read == [0, *range(1, STEPS + 1), FAULTY_STEP, *range(STEPS)]
-    assert sides[1].sent[0] == "commitSteps" and sides[1].sent[-1] == "oneStep"
+    faulty = sides[1 - honest_role].player()
+    players = [sides[honest_role].player, lambda: faulty]
+    if honest_role == CHALLENGER:
+        players.reverse()
+    results = _play(gid, players)
+    assert results[honest_role] == "won" and results[1 - honest_role] == "lost"
+    assert probe.winnerOf(gid) == sides[honest_role].account
+    batches = [*range(STEPS)] if honest_role == CHALLENGER else []
+    assert sides[honest_role].read == [0, *range(1, STEPS + 1), FAULTY_STEP, *batches]
+    assert sides[honest_role].sent[0] == "commitSteps"
+    assert sides[CHALLENGER].sent[-1] == "oneStep"
 
 
 def test_player_silentOpponent_timesOutAndWins(game, setting, probe, w3, tmp_path, alice, bob):
