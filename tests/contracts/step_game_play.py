@@ -66,18 +66,24 @@ class Setting:
         ``element`` or the next after it whose flip reaches the step's new state (a flip a
         ReLU or the loss's metrics drop changes nothing the game is about); its later state
         roots are its own (they differ from the honest ones)."""
-        numel = math.prod(self.program.entries[t].shape)
-        for k in range(min(numel, 64)):
-            bad = build_trace(self.manifest, self.shard, self.checkpoints[FAULTY_STEP], keep=True,
-                              edit=_flip(t, (element + k) % numel))
-            if bad.next_state_root != self.traces[FAULTY_STEP].next_state_root:
-                break
+        bad, _ = self.faulty_trace(t, element)
         roots = [tr.next_state_root for tr in self.traces]
         roots[FAULTY_STEP] = bad.next_state_root
         for s in range(FAULTY_STEP + 1, STEPS):
             roots[s] = keccak256(roots[s - 1] + b"faulty")
         return Party(self.program, roots, {**dict(enumerate(self.traces)), FAULTY_STEP: bad}, self.batch_roots,
                      self.start)
+
+    def faulty_trace(self, t: int, element: int):
+        """(trace, edit): step FAULTY_STEP with ``element`` of entry ``t``, or the first after
+        it whose flip reaches the new state, flipped (see :meth:`faulty`)."""
+        numel = math.prod(self.program.entries[t].shape)
+        for k in range(min(numel, 64)):
+            edit = _flip(t, (element + k) % numel)
+            bad = build_trace(self.manifest, self.shard, self.checkpoints[FAULTY_STEP], keep=True, edit=edit)
+            if bad.next_state_root != self.traces[FAULTY_STEP].next_state_root:
+                break
+        return bad, edit
 
     def setup(self, defender, challenger, d: Party, c: Party, receiver, clock: int = CLOCK) -> tuple:
         return (defender.address, challenger.address, receiver, self.program.root(), len(self.program),

@@ -102,10 +102,7 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
     elif dict(program.scalars) != scalars:
         raise TraceError("the program given is not this step's (its step-dependent attributes differ)")
     dev = torch.device(device or "cpu")
-    feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
-    # the shard's ids and labels as int32 words (as the derived ones are), one word each
-    shard_batch = [b if b.is_floating_point() else b.to(torch.int32) for b in feed.batch(ckpt.rng_key, ckpt.step)]
-    batch = shard_batch + derived_batch(program, ckpt, dev)
+    batch = step_batch(manifest, shard, ckpt, program, dev)
     try:
         state = [ckpt.tensors[name].to(dev) for name in program.state]
     except KeyError as exc:
@@ -149,6 +146,22 @@ def build_trace(manifest, shard, ckpt: Checkpoint | bytes, *, device=None, keep:
         next_roots[s] = roots[t]
     return Trace(ckpt.step, program.root(), roots, state_roots, [tensor_root(b) for b in batch],
                  next_roots, kept, state, batch)
+
+
+def step_batch(manifest, shard, ckpt: Checkpoint, program: Program, dev: torch.device) -> list[torch.Tensor]:
+    """The step's batch tensors: the shard's (ids and labels as int32 words, as the derived
+    ones are, one word each) and the program's derived ones."""
+    feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
+    shard_batch = [b if b.is_floating_point() else b.to(torch.int32) for b in feed.batch(ckpt.rng_key, ckpt.step)]
+    return shard_batch + derived_batch(program, ckpt, dev)
+
+
+def batch_root(manifest, shard, ckpt: Checkpoint | bytes) -> bytes:
+    """The step's batch root (the root over its batch tensors' roots, a leaf of the game's
+    ``batches``) without tracing the step."""
+    manifest, ckpt = load_manifest(manifest), as_checkpoint(ckpt)
+    program = derive(manifest, **step_scalars(manifest, ckpt))
+    return merkle_root([tensor_root(b) for b in step_batch(manifest, shard, ckpt, program, torch.device("cpu"))])
 
 
 def updated_state(program: Program, trace: Trace) -> dict[str, torch.Tensor]:
@@ -206,4 +219,4 @@ def _chain(roots: list[bytes]) -> list[bytes]:
     return out
 
 
-__all__ = ["Trace", "build_trace", "committed", "first_divergence", "updated_state"]
+__all__ = ["Trace", "batch_root", "build_trace", "committed", "first_divergence", "step_batch", "updated_state"]
