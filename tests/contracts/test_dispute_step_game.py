@@ -2,7 +2,8 @@
 and checkpoint interval; a challenged task's level 0 ends on an interval past the inputs and
 StepGame plays levels 1-3 and the one-step on real digits-MLP traces
 (tests/contracts/step_game_play.py); its verdict settles the task as a committee's did, with
-no referee drawn: the honest side wins as worker and as challenger, a stalled party loses on
+no referee drawn: the honest side wins as worker, as challenger and as the auditor of a
+mismatched audit, a stalled party loses on
 StepGame's clock; stake, credits and the burned share exact, tokens conserved; every new
 revert by name; the headroom."""
 
@@ -140,6 +141,26 @@ def test_stalledStepGame_settlesByTimeout_againstTheStalledParty(wired, step_gam
     assert "RefereesDrawn" not in tx.events and view(wired, gid).status == GS.RESOLVED
     winner = w1 if worker_won else challenger
     assert stake_manager.credits(winner) == 10 * E
+
+
+def test_auditMismatch_endsInStepGame_theHonestAuditorWins(wired, step_game, job_market, stake_manager, setting, faulty,
+                                                           submitter, w1):
+    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=STEPS, auditRateBps=10_000)
+    wired.bindProgram(job_id, _binding(setting), {"from": submitter})
+    cheat, honest = _leaves(setting, faulty), _leaves(setting, None)
+    tid = draw_task(job_market, job_id, {"from": w1}).return_value
+    job_market.acceptTask(tid, {"from": w1})
+    job_market.commitResult(tid, commitment(tid, root_of(cheat), CID, SALT, w1), {"from": w1})
+    auditor = settle_audit(job_market, tid)
+    job_market.commitAudit(tid, audit_commitment(tid, root_of(honest), SALT, auditor), {"from": auditor})
+    job_market.revealResult(tid, root_of(cheat), CID, SALT, {"from": w1})
+    job_market.revealAudit(tid, root_of(honest), SALT, {"from": auditor})
+    gid = wired.openAuditDispute(tid, {"from": w1}).return_value
+    sid = play(wired, gid, cheat, honest)[-1].events["StepGameOpened"]["stepGameId"]
+    drive(step_game, sid, (_interval_party(setting, faulty), _interval_party(setting, setting.honest())), (w1, auditor))
+    settled = history[-1].events["DisputeSettled"]
+    assert (settled["workerWon"], settled["winner"], settled["loser"], settled["slashed"]) == (False, auditor, w1, 20 * E)
+    assert stake_manager.credits(auditor) == 10 * E and stake_manager.stakeOf(auditor)[1] == 0
 
 
 def test_stepGameResolved_fromAStranger_orForAnotherId_reverts(wired, step_game, job_market, setting, faulty, submitter,
