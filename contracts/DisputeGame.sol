@@ -11,14 +11,69 @@ import {MerkleCommitment} from "./libraries/MerkleCommitment.sol";
 import {Bisection} from "./libraries/Bisection.sol";
 import {Committee} from "./libraries/Committee.sol";
 import {FutureRandomness} from "./libraries/FutureRandomness.sol";
+import {IStepGameReceiver} from "./interfaces/IStepGame.sol";
+import {StepGame} from "./StepGame.sol";
 
 /// @title DisputeGame
-/// @notice Challenges, bisection with chess clocks, referee committees and settlement; see
-/// IDisputeGame for the protocol. Interval arithmetic lives in Bisection, vote rules in
-/// Committee, proofs in MerkleCommitment. Holds no tokens.
+/// @notice Challenges, bisection with chess clocks, then StepGame's levels 1-3 and one-step
+/// (a job that bound its program, an interval past the task's inputs) or a referee committee
+/// (the rest, until it goes), and settlement; see IDisputeGame and docs/onestep.md
+/// ("Wiring"). Interval arithmetic lives in Bisection, vote rules in Committee, proofs in
+/// MerkleCommitment. Holds no tokens.
 /// @dev Needs DISPUTE_ROLE on JobMarket, MARKET_ROLE on StakeManager and RECORDER_ROLE on
 /// IdentityRegistry.
-contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
+contract DisputeGame is ReentrancyGuardTransient, IDisputeGame, IStepGameReceiver {
+    /// @notice What a job binds for its disputes to end in StepGame: its program (`root`,
+    /// `entries`, `layout`: truetrain/trace/program.py, `Program.commitment()` their hash),
+    /// the steps between checkpoints (`interval`), the Merkle root over its data leaves
+    /// (`data`: each task slot round · shards + shard holds its steps' batch roots, padded to
+    /// a power of two; truetrain/trace/game.py `job_batch_leaves`) and its shard count
+    /// (checked against the job's: task `shards` of a round is its aggregation).
+    struct Program {
+        bytes32 root;
+        uint64 entries;
+        uint32 interval;
+        uint32 shards;
+        bytes32 data;
+        uint256[] layout;
+    }
+
+    /// @notice A game's level-0 ends (`agreed` at lo, each party's at hi, worker first) and,
+    /// once opened, its StepGame id.
+    struct Link {
+        bytes32 agreed;
+        bytes32[2] hi;
+        uint256 stepGameId;
+    }
+
+    /// @notice A StepGame's clock is this many of level 0's (its moves are ~8x level 0's).
+    uint256 public constant STEP_CLOCK_FACTOR = 4;
+    /// @notice The StepGame that ends repro disputes (0: every game ends with a committee).
+    StepGame public immutable stepGame;
+    mapping(uint256 jobId => Program) private _programs;
+    /// @notice Level 0's ends and the StepGame of a game.
+    mapping(uint256 gameId => Link) private _links;
+    /// @notice The game a StepGame id settles.
+    mapping(uint256 stepGameId => uint256 gameId) public gameOfStepGame;
+
+    /// @notice Job `jobId` bound its program (`program` = keccak256(abi.encode(root, entries,
+    /// layout))), data root and checkpoint interval.
+    event ProgramBound(uint256 indexed jobId, bytes32 program, bytes32 data, uint32 interval);
+    /// @notice Game `gameId`'s level 0 ended and StepGame `stepGameId` plays the rest, its
+    /// batches from leaf `firstBatch` of the job's data root.
+    event StepGameOpened(uint256 indexed gameId, uint256 stepGameId, uint256 firstBatch, uint256 steps);
+
+    /// @notice Only the job's submitter binds its program.
+    error DisputeNotSubmitter(uint256 jobId, address caller);
+    /// @notice The job's program is bound already.
+    error DisputeProgramBound(uint256 jobId);
+    /// @notice A task of the job was drawn already: its program can no longer be bound.
+    error DisputeProgramTooLate(uint256 jobId);
+    /// @notice The binding has a zero root, no entries, no layout or no interval.
+    error DisputeProgramInvalid(uint256 jobId);
+    /// @notice `caller` is not the StepGame, or `stepGameId` is none of this game's.
+    error DisputeNotStepGame(address caller, uint256 stepGameId);
+
     /// @inheritdoc IDisputeGame
     uint8 public constant MAX_COMMITTEE = 9;
     /// @inheritdoc IDisputeGame
@@ -48,12 +103,14 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
     mapping(uint256 gameId => mapping(uint256 key => Seat)) private _seats;
 
     /// @param config clocks, windows, committee size and referee stake (see GameConfig)
+    /// @param stepGame_ the StepGame repro disputes end in (0: none, committees only)
     constructor(
         IJobMarket market_,
         IWorkerPool pool_,
         IStakeManager stakeManager_,
         IIdentityRegistry registry_,
-        GameConfig memory config
+        GameConfig memory config,
+        StepGame stepGame_
     ) {
         // INVARIANT: every phase gives an honest party time to act, and a referee's silence
         // or wrong vote always costs it something.
@@ -73,6 +130,47 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         committeeSize = config.committeeSize;
         refereeStake = config.refereeStake;
         refereePenalty = config.refereePenalty;
+        stepGame = stepGame_;
+    }
+
+    // ================================================================ the job's program
+
+    /// @notice Bind job `jobId`'s program, data root and checkpoint interval (its submitter,
+    /// once, before its first task is drawn): its disputes then end in StepGame.
+    function bindProgram(uint256 jobId, Program calldata program) external {
+        // Task 0 of round 0 is the first a job draws; task `shards` of a round its aggregation.
+        IJobMarket.DisputeTerms memory d = market.disputeTerms(jobId << 64);
+        if (msg.sender != d.submitter) revert DisputeNotSubmitter(jobId, msg.sender);
+        if (_programs[jobId].root != 0) revert DisputeProgramBound(jobId);
+        if (d.status != IJobMarket.TaskStatus.None) revert DisputeProgramTooLate(jobId);
+        if (
+            program.root == 0 || program.entries == 0 || program.interval == 0 || program.layout.length == 0
+                || !market.disputeTerms(jobId << 64 | program.shards).aggregation
+        ) revert DisputeProgramInvalid(jobId);
+        _programs[jobId] = program;
+        emit ProgramBound(
+            jobId, keccak256(abi.encode(program.root, program.entries, program.layout)), program.data, program.interval
+        );
+    }
+
+    /// @inheritdoc IStepGameReceiver
+    function stepGameResolved(uint256 stepGameId, address winner, address) external nonReentrant {
+        uint256 gameId = gameOfStepGame[stepGameId];
+        // INVARIANT: a verdict comes only from the StepGame, for the game this contract opened.
+        if (msg.sender != address(stepGame) || gameId == 0) revert DisputeNotStepGame(msg.sender, stepGameId);
+        Game storage g = _games[gameId];
+        _requireStatus(g, gameId, GameStatus.Stepping);
+        _settle(g, gameId, winner == g.worker);
+    }
+
+    /// @notice Job `jobId`'s bound program (a zero root: none).
+    function programOf(uint256 jobId) external view returns (Program memory) {
+        return _programs[jobId];
+    }
+
+    /// @notice Game `gameId`'s level-0 ends and StepGame id.
+    function linkOf(uint256 gameId) external view returns (Link memory) {
+        return _links[gameId];
     }
 
     // ================================================================ parties
@@ -341,6 +439,7 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
                 return;
             }
             if (!m.byWorker) g.challengerHash = end;
+            _links[gameId].hi[m.byWorker ? 0 : 1] = end;
             // The worker's first move also answers the opening's midpoint claim.
             if (g.moves == 1 && Bisection.open(g.lo, g.hi)) _answer(g, gameId, claims, m);
         } else {
@@ -376,7 +475,16 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
         (uint16 lo, uint16 hi) = (g.lo, g.hi);
         uint16 at = Bisection.midpoint(lo, hi);
         bytes32 answer = _take(gameId, claims, m, at);
-        (g.lo, g.hi) = Bisection.narrow(lo, hi, at, answer == g.pending);
+        bool agree = answer == g.pending;
+        (g.lo, g.hi) = Bisection.narrow(lo, hi, at, agree);
+        Link storage l = _links[gameId];
+        if (agree) {
+            l.agreed = answer;
+        } else {
+            (uint256 mover, uint256 other) = m.byWorker ? (0, 1) : (1, 0);
+            l.hi[mover] = answer;
+            l.hi[other] = g.pending;
+        }
     }
 
     /// @dev The next claim of the move, checked against the mover's root at `position`.
@@ -415,7 +523,32 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame {
     function _endBisection(Game storage g, uint256 gameId) private {
         g.turn = Party.None;
         emit BisectionEnded(gameId, g.lo, g.hi);
-        _requestReferees(g, gameId);
+        Program storage p = _programs[g.taskId >> 64];
+        // The committee stays where StepGame cannot take the dispute yet: no StepGame, a job
+        // without a bound program, an interval from the task's inputs (lo = 0: no leaf holds
+        // the agreed start's hash) and so an aggregation task.
+        if (address(stepGame) == address(0) || p.root == 0 || g.lo == 0) _requestReferees(g, gameId);
+        else _openStepGame(g, gameId, p);
+    }
+
+    /// @dev Hand the interval to StepGame: the worker defends; the agreed hash at lo and each
+    /// party's at hi; the interval's steps and their batches under the job's data root.
+    function _openStepGame(Game storage g, uint256 gameId, Program storage p) private {
+        Link storage l = _links[gameId];
+        uint256 steps = p.interval;
+        uint256 slot = uint256(uint32(g.taskId >> 32)) * p.shards + uint32(g.taskId);
+        uint256 width = 1 << Bisection.depth(uint256(g.leaves) * steps);
+        uint256 first = slot * width + uint256(g.lo) * steps;
+        g.status = GameStatus.Stepping;
+        uint256 id = stepGame.open(
+            StepGame.Setup(
+                g.worker, g.challenger, address(this), p.root, p.entries, p.layout, l.agreed, p.data, steps, l.hi[0],
+                l.hi[1], uint256(clockBlocks) * STEP_CLOCK_FACTOR, first
+            )
+        );
+        l.stepGameId = id;
+        gameOfStepGame[id] = gameId;
+        emit StepGameOpened(gameId, id, first, steps);
     }
 
     /// @dev Ask for a committee: it is drawn from the hash of a future block (the ticket,

@@ -65,7 +65,9 @@ contract StepGame {
     /// the program (its entries' root, their count and the state layout, truetrain/trace/
     /// program.py); the interval's agreed start checkpoint hash, the Merkle root over its
     /// steps' batch roots, its number of steps; each party's end checkpoint hash (level 0's
-    /// leaves, all three); each party's clock in blocks.
+    /// leaves, all three); each party's clock in blocks; `firstBatch`: the leaf of the
+    /// interval's first step under `batches` (a job's data root holds every task's steps:
+    /// DisputeGame's wiring, docs/onestep.md; 0 for a root over the interval's steps alone).
     struct Setup {
         address defender;
         address challenger;
@@ -79,6 +81,7 @@ contract StepGame {
         bytes32 defenderEndHash;
         bytes32 challengerEndHash;
         uint256 clock;
+        uint256 firstBatch;
     }
 
     /// @notice A checkpoint hash's preimage: the checkpoint's step, its rng key, the hash of
@@ -106,6 +109,7 @@ contract StepGame {
         bytes32 batches;
         uint64 entries;
         uint64 steps;
+        uint64 firstBatch; // the leaf of the interval's first step under `batches`
         bytes32[2] end; // the parties' end checkpoint hashes
         uint256 endStep; // the start's step plus the steps
         bytes32 rngKey; // the start's, the ends' too
@@ -247,6 +251,7 @@ contract StepGame {
         g.batches = s.batches;
         g.entries = uint64(s.entries);
         g.steps = uint64(s.steps);
+        g.firstBatch = uint64(s.firstBatch);
         g.end = [s.defenderEndHash, s.challengerEndHash];
         g.state = s.startHash;
         emit GameOpened(id, s.defender, s.challenger, keccak256(abi.encode(s.programRoot, s.entries, s.layout)), s.steps);
@@ -462,6 +467,7 @@ contract StepGame {
         if (s.steps == 0 || s.steps >> 32 != 0) revert StepSetupInvalid(8);
         if (s.defenderEndHash == s.challengerEndHash) revert StepSetupInvalid(10);
         if (s.clock == 0 || s.clock > MAX_CLOCK) revert StepSetupInvalid(11);
+        if (s.firstBatch >> 32 != 0) revert StepSetupInvalid(12);
     }
 
     /// @dev Check that game `id` is at `stage` and the caller is the party to move with time
@@ -557,7 +563,7 @@ contract StepGame {
                 against = g.rootD;
             } else if (source == 2) {
                 if (!batchOpened) {
-                    MerkleCommitment.requireValid(g.batches, g.step, c.batchRoot, c.batchProof);
+                    MerkleCommitment.requireValid(g.batches, g.firstBatch + g.step, c.batchRoot, c.batchProof);
                     batchOpened = true;
                 }
                 against = c.batchRoot;

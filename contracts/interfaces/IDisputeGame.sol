@@ -39,10 +39,16 @@ pragma solidity ^0.8.28;
 /// runs from the opponent's last move (or the opening) until its own. A party whose clock
 /// ran out loses (`timeout`); a move after that reverts `DisputeClockExpired`.
 ///
-/// Referees. When hi − lo = 1 the game asks for a committee (`RefereesRequested`): it is
-/// drawn from the hash of a later block (the ticket, FutureRandomness), by anyone calling
-/// `drawReferees` from the ticket's next block on, so no caller can pick the moment that
-/// suits it. `committeeSize` distinct verifiers (never a party; free stake ≥ `refereeStake`,
+/// The step game. When hi − lo = 1, lo ≥ 1 and the job bound its program (DisputeGame.
+/// bindProgram), the game goes to `Stepping` and StepGame plays levels 1-3 and the one-step
+/// from the agreed hash at lo to the parties' hashes at hi (the worker defends); its verdict
+/// (`stepGameResolved`, its timeout included) settles the game as below, no referee drawn
+/// (docs/onestep.md, "Wiring").
+///
+/// Referees (the other games, until they go). When hi − lo = 1 the game asks for a
+/// committee (`RefereesRequested`): it is drawn from the hash of a later block (the ticket,
+/// FutureRandomness), by anyone calling `drawReferees` from the ticket's next block on, so no
+/// caller can pick the moment that suits it. `committeeSize` distinct verifiers (never a party; free stake ≥ `refereeStake`,
 /// locked until its vote is judged) are drawn by weight without replacement.
 /// Each replays the interval from the agreed checkpoint at lo (or builds checkpoint 0 from
 /// the inputs when lo = 0) and votes by commit–reveal, `keccak256(abi.encode(gameId, vote,
@@ -77,7 +83,8 @@ interface IDisputeGame {
         Committing,
         Revealing,
         Resolved,
-        Voided
+        Voided,
+        Stepping // level 0 ended; StepGame plays levels 1-3 and the one-step
     }
 
     enum Party {

@@ -23,10 +23,12 @@ __all__ = list(_market_all) + [
     "CLOCK", "COMMIT_WINDOW", "REVEAL_WINDOW", "COMMITTEE", "REFEREE_STAKE", "REFEREE_PENALTY", "GS", "Party",
     "deploy_game", "game", "referees", "challenger", "trace", "diverged", "root_of", "hx", "view", "play",
     "challenge_task", "revealed_task", "open_audit_game", "vote_all", "cids", "claims", "LEAVES", "opening_claims",
-    "ended", "step_game", "draw_referees", "colluded_task",
+    "ended", "step_game", "draw_referees", "colluded_task", "NO_STEP_GAME",
 ]
 
 CLOCK = 10
+#: a DisputeGame without a StepGame: its games end with committees
+NO_STEP_GAME = "0x" + "00" * 20
 #: The vote each referee committed, by (game contract, game, seat): what step_game reveals.
 _VOTES: dict[tuple[str, int, int], int] = {}
 COMMIT_WINDOW = 10
@@ -60,10 +62,12 @@ def cids(hashes: list[bytes]) -> list[str]:
     return [f"bafy{h.hex()[:16]}" for h in hashes]
 
 
-def deploy_game(DisputeGame, job_market, pool, stake_manager, registry, deployer, committee=COMMITTEE):
+def deploy_game(DisputeGame, job_market, pool, stake_manager, registry, deployer, committee=COMMITTEE,
+                step_game=None):
     contract = DisputeGame.deploy(
         job_market, pool, stake_manager, registry,
-        (CLOCK, COMMIT_WINDOW, REVEAL_WINDOW, committee, REFEREE_STAKE, REFEREE_PENALTY), {"from": deployer},
+        (CLOCK, COMMIT_WINDOW, REVEAL_WINDOW, committee, REFEREE_STAKE, REFEREE_PENALTY), step_game or NO_STEP_GAME,
+        {"from": deployer},
     )
     stake_manager.grantRole(MARKET_ROLE, contract, {"from": deployer})
     registry.grantRole(RECORDER_ROLE, contract, {"from": deployer})

@@ -12,6 +12,7 @@ import torch
 from truetrain.hashing import keccak256
 from truetrain.trace import build_trace, derive
 from truetrain.trace.game import CheckpointLeaf, Party, batches_root, play
+from truetrain.trace.kind_names import CONTRACTS
 from truetrain.training import build_manifest, prepare_dataset
 from truetrain.training.checkpoint import checkpoint_commitment
 from truetrain.training.task import task_start
@@ -88,7 +89,7 @@ class Setting:
     def setup(self, defender, challenger, d: Party, c: Party, receiver, clock: int = CLOCK) -> tuple:
         return (defender.address, challenger.address, receiver, self.program.root(), len(self.program),
                 self.program.layout(), self.start.hash(), batches_root(self.batch_roots), STEPS,
-                d.end.hash(), c.end.hash(), clock)
+                d.end.hash(), c.end.hash(), clock, 0)
 
     def expected_moves(self, t: int) -> int:
         """2 · (⌈log2 steps⌉ + ⌈log2 entries⌉ + ⌈log2 leaves of entry t⌉) + 7."""
@@ -107,6 +108,18 @@ def _flip(t: int, element: int):
         flat[element] ^= 1 << (51 if wide else 22)  # the significand's top bit (the quantised products drop a low one)
         return out
     return edit
+
+
+def deploy_step_game(StepGame, kinds, deployer):
+    """A StepGame with every kind of the contracts ``kinds`` (brownie containers) registered."""
+    deployed = {c._name: c.deploy({"from": deployer}) for c in kinds}
+    pairs = [(k, deployed[name]) for name in deployed for k in CONTRACTS[name]]
+    return StepGame.deploy([kind_id(k) for k, _ in pairs], [c for _, c in pairs], {"from": deployer})
+
+
+def kind_id(name: str) -> str:
+    """A kind's key in StepGame.verifierOf: keccak256 of its name."""
+    return "0x" + keccak256(name.encode()).hex()
 
 
 def _log2(n: int) -> int:

@@ -71,7 +71,7 @@ class KindGame:
     def setup(self, defender, challenger, d: Party, c: Party, receiver, clock: int = CLOCK) -> tuple:
         return (defender.address, challenger.address, receiver, self.program.root(), 1, self.program.layout(),
                 self.honest.start.hash(), batches_root(self.honest.batch_roots), 1, d.end.hash(), c.end.hash(),
-                clock)
+                clock, 0)
 
     def want(self) -> int:
         """The honest element (its word, or its two words of a float64 or int64 as one value)."""

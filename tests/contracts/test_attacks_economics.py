@@ -222,7 +222,7 @@ def test_gameConfig_phasesTooShortOrFreeSilence_refused(DisputeGame, job_market,
     for config in [(4, 10, 10, 3, REFEREE_STAKE, REFEREE_PENALTY), (10, 10, 4, 3, REFEREE_STAKE, REFEREE_PENALTY),
                    (10, 10, 10, 3, REFEREE_STAKE, 0)]:
         with brownie.reverts("DisputeInvalidConfig: "):
-            DisputeGame.deploy(job_market, pool, stake_manager, registry, config, {"from": deployer})
+            DisputeGame.deploy(job_market, pool, stake_manager, registry, config, NO_STEP_GAME, {"from": deployer})
 
 
 def test_tokensSentStraightToTheContracts_changeNothingOwed(job_market, stake_manager, token, deployer, submitter, w1):

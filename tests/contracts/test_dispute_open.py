@@ -148,7 +148,8 @@ def test_gameConfig_outOfRange_reverts(DisputeGame, job_market, pool, stake_mana
         config = list(good)
         config[index] = bad
         with brownie.reverts("DisputeInvalidConfig: "):
-            DisputeGame.deploy(job_market, pool, stake_manager, registry, tuple(config), {"from": deployer})
+            DisputeGame.deploy(job_market, pool, stake_manager, registry, tuple(config), NO_STEP_GAME,
+                               {"from": deployer})
 
 
 def test_createJob_zeroCheckpointLeaves_reverts(job_market, submitter):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from brownie import chain
 
-from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, STEPS, Setting, drive
+from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, STEPS, Setting, deploy_step_game, drive, kind_id
 from truetrain.hashing import keccak256
 from truetrain.merkle import tree_levels
 from truetrain.trace.game import CHALLENGER, DEFENDER, Party
@@ -20,8 +20,6 @@ from truetrain.trace.kind_names import CONTRACTS
 from truetrain.training.merkle import leaf_node, merkle_root
 
 KINDS_XENT = list(CONTRACTS["StepKindsXent"])
-#: the kind contracts the digits MLP's program needs
-USED = ("StepKindsCore", "StepKindsXent", "StepKindsQuant")
 ZERO = "0x" + "00" * 32
 NO_START = (0, ZERO, ZERO, ZERO)  # the challenger's commitSteps: the start is not read
 # (entry, kind): a fault in each; every one flows into the step's update (the trace builder's
@@ -32,8 +30,7 @@ FAULTS = [(0, "linear", "linear"), (2, "relu", "relu mask"), (6, "xent_grad", "x
           (26, "sgd", "sgd parameter")]
 
 
-def _kind(name: str) -> str:
-    return "0x" + keccak256(name.encode()).hex()
+_kind = kind_id
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +40,7 @@ def setting():
 
 @pytest.fixture(scope="module")
 def game(StepGame, StepKindsCore, StepKindsXent, StepKindsQuant, deployer):
-    deployed = {c._name: c.deploy({"from": deployer}) for c in (StepKindsCore, StepKindsXent, StepKindsQuant)}
-    pairs = [(k, deployed[c]) for c in USED for k in CONTRACTS[c]]
-    return StepGame.deploy([_kind(k) for k, _ in pairs], [c for _, c in pairs], {"from": deployer})
+    return deploy_step_game(StepGame, (StepKindsCore, StepKindsXent, StepKindsQuant), deployer)
 
 
 @pytest.fixture(scope="module")

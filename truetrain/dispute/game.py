@@ -19,6 +19,7 @@ class GameStatus(IntEnum):
     REVEALING = 4
     RESOLVED = 5
     VOIDED = 6
+    STEPPING = 7  # level 0 ended; StepGame plays the rest (DisputeGame.stepGameOf)
 
 
 class Party(IntEnum):

@@ -68,8 +68,10 @@ def _hexes(xs) -> list[str]:
 class Party:
     """One side: ``step_roots[i]`` its state root after step ``i`` of the interval,
     ``traces[i]`` its trace of step ``i`` (built with ``keep=True``; needed for the disputed
-    step only), ``batch_roots[i]`` step ``i``'s batch root (public: the shard's), ``start``
-    the interval's agreed start checkpoint (its hash level 0's)."""
+    step only), ``batch_roots[first_batch + i]`` step ``i``'s batch root (public: the shard's;
+    the list the game's ``batches`` is the root of: the interval's steps, or a job's data
+    leaves, ``job_batch_leaves``), ``start`` the interval's agreed start checkpoint (its hash
+    level 0's)."""
 
     program: Program
     step_roots: list[bytes]
@@ -77,6 +79,7 @@ class Party:
     batch_roots: list[bytes]
     start: CheckpointLeaf
     seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # the defender's revealed nodes, level 2
+    first_batch: int = 0
 
     def __post_init__(self):
         self.l1 = tree_levels([leaf_node(r) for r in self.step_roots])
@@ -153,7 +156,7 @@ class Party:
                 inputs.append((_hex(tr.batch_roots[ref.index]), _hexes(merkle_proof(tr.batch_roots, ref.index))))
         batch = any(r.source == BATCH for r in app.inputs)
         return ((app.encode(), theirs, word, inputs, _hex(merkle_root(tr.batch_roots)) if batch else _hex(bytes(32)),
-                 _hexes(merkle_proof(self.batch_roots, step)) if batch else [],
+                 _hexes(merkle_proof(self.batch_roots, self.first_batch + step)) if batch else [],
                  game_openings(self.program, tr, t, element)),)
 
     def _agreed_proof(self, step: int, k: int) -> list[bytes]:
@@ -221,4 +224,20 @@ def batches_root(batch_roots: list[bytes]) -> bytes:
     return merkle_root(batch_roots)
 
 
-__all__ = ["CHALLENGER", "DEFENDER", "CheckpointLeaf", "Move", "Party", "batches_root", "checkpoint_leaf", "play"]
+def task_width(steps_per_task: int) -> int:
+    """The leaves a task holds in a job's data tree: its steps rounded up to a power of two."""
+    return 1 << (steps_per_task - 1).bit_length()
+
+
+def job_batch_leaves(tasks: list[list[bytes]]) -> list[bytes]:
+    """A job's data leaves (the job binds ``merkle_root`` of them): task slot k's steps' batch
+    roots at ``k · task_width`` on, each task padded to its width with zero leaf hashes, so a
+    task is one subtree and a step's proof is its proof in the task, then the task's in the job;
+    slot k = round · shards + shard (DisputeGame: the leaf of an interval's first step is
+    ``k · task_width + lo · interval``)."""
+    width = task_width(max(len(t) for t in tasks))
+    return [b for t in tasks for b in list(t) + [bytes(32)] * (width - len(t))]
+
+
+__all__ = ["CHALLENGER", "DEFENDER", "CheckpointLeaf", "Move", "Party", "batches_root", "checkpoint_leaf",
+           "job_batch_leaves", "play", "task_width"]

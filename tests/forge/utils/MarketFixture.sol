@@ -8,6 +8,7 @@ import {StakeManager} from "contracts/StakeManager.sol";
 import {WorkerPool} from "contracts/WorkerPool.sol";
 import {JobMarket} from "contracts/JobMarket.sol";
 import {DisputeGame} from "contracts/DisputeGame.sol";
+import {StepGame} from "contracts/StepGame.sol";
 import {ParameterTimelock} from "contracts/ParameterTimelock.sol";
 import {IJobMarket} from "contracts/interfaces/IJobMarket.sol";
 import {IDisputeGame} from "contracts/interfaces/IDisputeGame.sol";
@@ -81,7 +82,8 @@ abstract contract MarketFixture is Test {
                 COMMITTEE_SIZE,
                 REFEREE_STAKE,
                 REFEREE_PENALTY
-            )
+            ),
+            StepGame(address(0)) // no StepGame: the invariants' games end with committees
         );
         address[] memory proposers = new address[](1);
         proposers[0] = address(this);
