@@ -6,7 +6,7 @@ best-of-several milliseconds of
 * the old hash, keccak256 of the canonical bytes (encoding them first, as ``Checkpoint.hash``
   did; on fetched bytes the keccak alone);
 * the new one, ``checkpoint_hash``: the layout hash and the tensors' roots (the C kernel of
-  ``truetrain/trace/roots.py``), no encoding; on fetched bytes a decode first.
+  ``truetrain/training/tensor_roots.py``), no encoding; on fetched bytes a decode first.
 
 Run ``python bench/ckpt_hash.py`` (the checkpoints are the jobs' task starts, built as
 bench/trace.py builds its jobs; hashing time does not depend on the values)."""
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.trace import job  # noqa: E402
 from truetrain.hashing import keccak256  # noqa: E402
-from truetrain.trace import roots  # noqa: E402
+from truetrain.training import tensor_roots as roots  # noqa: E402
 from truetrain.training import checkpoint_hash, decode_checkpoint, task_start  # noqa: E402
 
 REPEATS = 7

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from truetrain.errors import TraceError  # noqa: E402
 from truetrain.hashing import keccak256, to_hex32  # noqa: E402
 from truetrain.trace import build_trace, derive  # noqa: E402
-from truetrain.trace import roots  # noqa: E402
+from truetrain.training import tensor_roots as roots  # noqa: E402
 from truetrain.training import build_manifest, prepare_dataset, task_start  # noqa: E402
 from truetrain.training.trainer import TrainRun, as_shard  # noqa: E402
 

@@ -49,7 +49,7 @@ LANES: list[list[str]] = [
      "tests/contracts/test_float_library.py", "tests/contracts/test_onestep_gemm.py",
      "tests/contracts/test_onestep_optim.py", "tests/contracts/test_onestep_elementwise.py",
      "tests/contracts/test_onestep_gelu.py", "tests/contracts/test_onestep_layernorm.py",
-     "tests/training/test_trace.py"],
+     "tests/training/test_trace.py", "tests/contracts/test_step_player.py", "tests/contracts/test_dispute_step_game.py"],
     ["tests/integration/test_demo.py", "tests/integration/adversarial/test_lm_dispute.py",
      "tests/integration/adversarial/test_false_challenge.py",
      "tests/integration/test_data_plane.py", "tests/integration/test_bad_data.py",
@@ -151,7 +151,7 @@ def main(argv: list[str]) -> int:
     # Build the exact C kernels once, on an idle machine: eight lanes compiling them at once
     # under load ran past the compiler's time limit, and each process then fell back to the
     # torch ops (same bits, more memory: the LM step's memory bound failed at 974 MiB).
-    kernels = subprocess.run([sys.executable, "-c", "from truetrain.training import native; print(native.ready())"],
+    kernels = subprocess.run([sys.executable, "-c", "from truetrain.training import native, tensor_roots; print(native.ready() and tensor_roots.ready())"],
                              cwd=ROOT, capture_output=True, text=True)
     if kernels.stdout.strip() != "True":
         print(f"the exact C kernels did not build: {kernels.stderr.strip()[-500:]}", file=sys.stderr)

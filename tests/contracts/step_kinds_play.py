@@ -20,7 +20,7 @@ from truetrain.trace.builder import Trace, committed
 from truetrain.trace.game import CheckpointLeaf, Party, batches_root
 from truetrain.trace.kind_names import CONTRACTS, KINDS
 from truetrain.trace.program import ENTRY_TYPES, STATE, Application, Program, Ref, dims2
-from truetrain.trace.roots import tensor_root
+from truetrain.training.tensor_roots import tensor_root
 from truetrain.training.merkle import merkle_root
 
 CLOCK = 50

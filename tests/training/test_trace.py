@@ -15,7 +15,7 @@ from truetrain.errors import TraceError
 from truetrain.hashing import keccak256
 from truetrain.trace import APP, ENTRY_TYPES, KINDS, STATE, build_trace, derive, first_divergence, updated_state
 from truetrain.numerics.tensor_merkle import TensorTree
-from truetrain.trace import roots
+from truetrain.training import tensor_roots as roots
 from truetrain.training.checkpoint import checkpoint_commitment
 from truetrain.training.task import task_start
 from truetrain.training.trainer import train

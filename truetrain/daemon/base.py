@@ -39,7 +39,7 @@ from truetrain.daemon.settings import DaemonSettings
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
 from truetrain.errors import ChainChanged, ContractRevert, TruetrainError
 from truetrain.hardware import detect
-from truetrain.training import native
+from truetrain.training import native, tensor_roots
 from truetrain.training.allocator import keep_freed_memory
 from truetrain.training.gemm_check import engine_for, kernel_check
 from truetrain.market import MarketReader, ResultBundle, TaskStatus
@@ -304,6 +304,7 @@ class Daemon(Membership):
         # the exact C kernels now, before the daemon takes part, not inside the compute
         # window of its first task (an honest worker's first task used to time out there).
         native.ready()
+        tensor_roots.ready()  # a checkpoint's hash is its tensors' roots
         self.profile = detect(gemm_route=self.gemm.route)
         if self.settings.memory_mib:  # share part of the machine: declare (and hold to) less
             self.profile = replace(self.profile, memory_mib=min(self.profile.memory_mib, self.settings.memory_mib))

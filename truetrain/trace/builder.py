@@ -27,7 +27,7 @@ from ..training.merkle import merkle_root
 from ..training.trainer import BatchFeed, as_checkpoint, as_shard
 from .kinds import Context, evaluate
 from .program import APP, BATCH, STATE, Program, Ref, derive, derived_batch, step_scalars
-from .roots import tensor_root
+from ..training.tensor_roots import tensor_root
 
 
 #: outputs whose roots may lag behind the evaluation (their tensors kept meanwhile)

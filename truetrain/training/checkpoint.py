@@ -22,6 +22,7 @@ from eth_abi import encode
 from ..errors import CheckpointError, ContentMismatch
 from ..hashing import keccak256, to_hex32
 from .merkle import ZERO, merkle_root
+from .tensor_roots import tensor_root
 
 MAGIC = b"TTCKPT\x00\x01"
 _DTYPES = {torch.float32: (1, "<f4"), torch.float64: (2, "<f8"), torch.int64: (3, "<i8"),
@@ -110,8 +111,6 @@ def checkpoint_commitment(ckpt: Checkpoint | bytes) -> tuple[int, bytes, bytes, 
     (float NaN payloads are not reproducible across devices, so the roots deliberately
     ignore them); an empty tensor's root, and the root of a checkpoint without tensors, are
     32 zero bytes. Bytes are decoded first (:class:`CheckpointError` when malformed)."""
-    from ..trace.roots import tensor_root  # the C roots (trace/ imports this module)
-
     ckpt = decode_checkpoint(ckpt) if isinstance(ckpt, (bytes, bytearray, memoryview)) else ckpt
     _check_head(ckpt)
     layout = keccak256(layout_bytes(ckpt))

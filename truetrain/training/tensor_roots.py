@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from ..numerics.tensor_merkle import LAYOUTS, TensorTree, in_layout
-from ..training.native import build_library
+from .native import build_library
 
 log = logging.getLogger(__name__)
 F32, F64, I64, I32, U8 = torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8
@@ -92,6 +92,12 @@ def _kernel():
                     lib = None
                 _state["lib"] = lib
     return _state["lib"]
+
+
+def ready() -> bool:
+    """Whether the C kernel gives the roots (built and checked on first asking): a daemon
+    asks at its start, so a checkpoint's first hash never waits for the compiler."""
+    return _kernel() is not None
 
 
 def tensor_root(t: torch.Tensor) -> bytes:
