@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from truetrain.chain.devnet import free_port  # noqa: E402
 from truetrain.hashing import keccak256  # noqa: E402
+from truetrain.training.checkpoint import checkpoint_hash  # noqa: E402
 from truetrain.training import aggregate, run_task  # noqa: E402
 from truetrain.training.allocator import keep_freed_memory  # noqa: E402
 from truetrain.training.lm_eval import heldout_metrics  # noqa: E402
@@ -56,7 +57,7 @@ def _local(mode: str) -> dict:
         results = [run_task(manifest, blobs[i], start, i, r) for i in range(len(blobs))]
         start = aggregate(manifest, r, results, start).to_bytes()
         curve.append(heldout_metrics(manifest, start, held_blob)["bits_per_byte"])
-    return {"bpb": curve, "wall_s": time.perf_counter() - started, "hash": "0x" + keccak256(start).hex(),
+    return {"bpb": curve, "wall_s": time.perf_counter() - started, "hash": "0x" + checkpoint_hash(start).hex(),
             "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
