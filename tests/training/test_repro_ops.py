@@ -144,7 +144,8 @@ def test_gradients_microBatchSplitsAndRoutes_sameBits(raw, limbs):
     as a worker does: below the size threshold, the C kernels. Compiling its kernels for
     each model's, limb count's and split's shapes cost 250 CPU-seconds of a cold `make test`
     (80 for the MLP's whole batch alone); the compiled kernels' bits are checked against the
-    eager engine in test_intgemm (a CPU worker never compiles them: its C kernels run every size)."""
+    eager engine in test_intgemm (and a worker compiles them for the default LM's step in
+    test_memory)."""
     spec = parse_model_spec(raw)
     params = init_params(spec, 3)
     x = torch.rand(48, 64, generator=_gen(11))

@@ -45,9 +45,8 @@ def daemon_command(role: str, factory, *, sample_rate: bool = False, keeper_defa
                      help="Repro GEMM route: auto (int8 if its self-test passes), int8 (every product; "
                           "refuse to start if the self-test fails) or float64 [default: auto]."),
         click.option("--gemm-fuse/--no-gemm-fuse", default=None,
-                     help="Compile the int8 route's elementwise steps on large tensors on a GPU (torch.compile, "
-                          "self-tested when first needed; same bits; a CPU runs the exact C kernels) "
-                          "[default: on]."),
+                     help="Compile the int8 route's elementwise steps on large tensors (torch.compile, "
+                          "self-tested when first needed; same bits) [default: on]."),
         click.option("--metrics-port", type=click.IntRange(0, 65535), help="Prometheus port on 127.0.0.1 (0: off)."),
         click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between ticks [default: 0.5]."),
         click.option("--confirmations", type=click.IntRange(0, 64), help="Blocks to wait on top of a transaction."),

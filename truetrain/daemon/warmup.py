@@ -1,11 +1,10 @@
 """Warm-ups: one thrown-away training step of a job's model before its clock starts.
 
-On a GPU the repro engine compiles its kernels for large tensors per shape and self-tests
-them the first time (in a fresh process that took 66 s for the default LM on a CPU, when
-CPUs compiled them too). A worker warms up before it accepts a task (inside the offer's
-accept window, not the compute window); a verifier warms up when a job is created, before
-it can be drawn to audit or referee it. Once per model shape and process; small models and
-CPUs with the exact C kernels (built at the daemon's start) compile nothing and skip it.
+On large tensors the repro engine compiles its kernels per shape and self-tests them the
+first time; in a fresh process that took 66 s for the default LM. A worker warms up before
+it accepts a task (inside the offer's accept window, not the compute window); a verifier
+warms up when a job is created, before it can be drawn to audit or referee it. Once per
+model shape and process; small models, which compile nothing, skip it.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ class WarmUps:
     def ensure(self, job_id: int) -> None:
         manifest = self.daemon.reader.manifest(job_id)
         key = repr((manifest.model, manifest.batch_size, manifest.limbs))
-        if key in self.done or not needs_warm_up(manifest, self.daemon.device):
+        if key in self.done or not needs_warm_up(manifest):
             return
         seconds, error = self.daemon.lane.take(("warm-up", key), lambda: self._run(manifest))
         self.done.add(key)

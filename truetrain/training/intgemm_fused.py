@@ -245,23 +245,8 @@ def min_elements() -> int:
 
 def worth_it(fuse: bool, elements: int, device: torch.device | str = "cpu") -> bool:
     """Whether to run a compiled kernel on a tensor of ``elements`` on ``device``: asked to,
-    large enough, not a CPU whose exact C kernels run (:func:`c_kernels_first`), and the
-    device's compiled kernels passed their self-test."""
-    return fuse and elements >= min_elements() and not c_kernels_first(device) and ready(device)
-
-
-def c_kernels_first(device: torch.device | str) -> bool:
-    """On a CPU whose exact C kernels are ready they run at every size, unless a test lowered
-    the size (:func:`every_size`): side by side in one process the default LM's repro step
-    took the same time on them as with the compiled kernels (335 vs 338 ms on one thread,
-    190 vs 198 on two; d512: 793 vs 866), and a process that never compiles saves the
-    seconds of ``torch.compile`` its first large product cost (a worker's first LM task
-    paid them inside its compute window)."""
-    if torch.device(device).type != "cpu" or hasattr(_override, "min_elements"):
-        return False
-    from . import native  # (imports this module)
-
-    return native.ready()
+    large enough, and the device's compiled kernels passed their self-test."""
+    return fuse and elements >= min_elements() and ready(device)
 
 
 _verified: dict[str, str | None] = {}  # device -> None (compiled kernels exact) or the reason not
@@ -291,15 +276,12 @@ def ready(device: torch.device | str) -> bool:
 @contextlib.contextmanager
 def every_size():
     """In this thread, fused kernels run on tensors of any size (self-tests, tests)."""
-    before = getattr(_override, "min_elements", None)
+    before = getattr(_override, "min_elements", MIN_ELEMENTS)
     _override.min_elements = 0
     try:
         yield
     finally:
-        if before is None:
-            del _override.min_elements
-        else:
-            _override.min_elements = before
+        _override.min_elements = before
 
 
 @contextlib.contextmanager

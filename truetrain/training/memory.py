@@ -8,8 +8,8 @@ import math
 
 from .models import ModelSpec, param_shapes
 
-#: The runtime's own share (the interpreter, torch, the C kernels, and on a GPU torch.compile
-#: building the large-tensor kernels in the process on first use: some 130 MiB of it), in MiB.
+#: The runtime's own share (the interpreter, torch, the C kernels, and torch.compile building
+#: the large-tensor kernels in the process on first use: some 130 MiB of it), in MiB.
 RUNTIME_MIB = 512
 
 

@@ -106,14 +106,11 @@ def run_task(manifest, shard_bytes: bytes, start_checkpoint_data, shard_index: i
                       manifest.steps_per_task * manifest.batch_size, metrics)
 
 
-def needs_warm_up(manifest, device=None) -> bool:
-    """Whether a step of ``manifest``'s model on ``device`` compiles kernels (repro mode with
-    a tensor at or above the compiled kernels' size: an LM's widest activation or attention
-    scores, a classifier's widest layer or feature map, over the batch); smaller models run
-    eagerly and the C kernels, which need no warming, and so does every size on a CPU whose
-    C kernels are ready (:func:`~.intgemm_fused.c_kernels_first`)."""
-    if intgemm_fused.c_kernels_first(device or "cpu"):
-        return False
+def needs_warm_up(manifest) -> bool:
+    """Whether a step of ``manifest``'s model compiles kernels (repro mode with a tensor at
+    or above the compiled kernels' size: an LM's widest activation or attention scores, a
+    classifier's widest layer or feature map, over the batch); smaller models run eagerly
+    and the C kernels, which need no warming."""
     manifest = load_manifest(manifest)
     if not manifest.repro:
         return False
