@@ -67,8 +67,8 @@ LANES: list[list[str]] = [
      "tests/contracts/test_onestep_tied.py"],
     ["tests/contracts"],
 ]
-#: The lanes' Anvil ports are the first free ones from here up (below Linux's ephemeral range,
-#: from which the tests' own devnets and IPFS nodes take theirs).
+#: The lanes' Anvil ports are the first free ones from here up (below the range from which the
+#: tests' own devnets, IPFS nodes and daemons draw theirs: truetrain.chain.devnet.FREE_PORTS).
 BASE_PORT = 18545
 #: Invariant runs of each forge campaign in `make test` (depth 64 from foundry.toml): issue 12's
 #: 256 x 64. Each suite checks all its properties in one campaign (tests/forge): the forge lane

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,11 +21,23 @@ DEV_MNEMONIC = "test test test test test test test test test test test junk"
 DEV_CHAIN_ID = 31337
 
 
+#: Where :func:`free_port` looks: below Linux's ephemeral range (32768 up), from which every
+#: outgoing connection takes its local port, and above `make test`'s lane ports (18545 up).
+#: A port the kernel handed out by binding port 0 came from that range: in a loaded run a
+#: daemon's metrics port was taken by someone's connection (or handed to another process by
+#: the same bind) in the seconds before the daemon bound it.
+FREE_PORTS = range(20000, 32000)
+_draw = random.SystemRandom()
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port on loopback that nothing listens on right now, drawn at random from
+    :data:`FREE_PORTS` (two processes asking at once rarely get the same one)."""
+    for _ in range(500):
+        port = _draw.randrange(FREE_PORTS.start, FREE_PORTS.stop)
+        if port_is_free(port):
+            return port
+    raise OSError(f"no free port in {FREE_PORTS.start}..{FREE_PORTS.stop - 1} after 500 draws")
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
