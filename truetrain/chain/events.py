@@ -31,9 +31,9 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import Web3RPCError
 
-from truetrain.chain.raw import block_hash, height
 from truetrain.chain.client import ChainClient
 from truetrain.chain.cursor import WHOLE_BLOCK, CursorStore, Position
+from truetrain.chain.raw import block_hash, height
 from truetrain.chain.settings import FollowerSettings
 from truetrain.errors import ConfigError, HandlerFailed, TruetrainError
 

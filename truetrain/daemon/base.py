@@ -19,10 +19,10 @@ import threading
 import time
 from dataclasses import replace
 
-from truetrain.chain.raw import height
 from truetrain.chain.client import ChainClient
 from truetrain.chain.events import EventFollower, Subscription
 from truetrain.chain.handles import connect_deployment
+from truetrain.chain.raw import height
 from truetrain.chain.settings import FollowerSettings
 from truetrain.chain.watch import ChainWatch
 from truetrain.cli_options import load_account
