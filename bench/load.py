@@ -36,7 +36,7 @@ from truetrain.chain.flaky_rpc import FlakyRpcProxy  # noqa: E402
 from truetrain.chain.handles import connect_deployment  # noqa: E402
 from truetrain.demo.processes import start_daemon, wait_for_log  # noqa: E402
 from truetrain.market import ROLE_SUBMITTER, JobStatus, TaskStatus, decode_task_id  # noqa: E402
-from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest  # noqa: E402
+from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest, shards_of  # noqa: E402
 from truetrain.market.views import JobView  # noqa: E402
 from truetrain.storage import StorageClient, StorageSettings, start_devnode, stop_devnode  # noqa: E402
 from truetrain.training import build_manifest, publish_dataset, run_task  # noqa: E402
@@ -150,7 +150,8 @@ def submit_jobs(net: Devnet, shape: Shape):
         ensure_registered(net.contracts, store, submitter, ROLE_SUBMITTER)
         for j in range(shape.jobs):
             manifest = publish_job(store, shape, j)
-            job_id, _ = create_job(net.contracts, submitter, manifest, publish_manifest(store, manifest), TERMS)
+            job_id, _ = create_job(net.contracts, submitter, manifest, publish_manifest(store, manifest), TERMS,
+                                   shards_of(store, manifest))
             manifests[job_id] = manifest
     return manifests
 

@@ -536,9 +536,14 @@ contract DisputeGame is ReentrancyGuardTransient, IDisputeGame, IStepGameReceive
     function _openStepGame(Game storage g, uint256 gameId, Program storage p) private {
         Link storage l = _links[gameId];
         uint256 steps = p.interval;
-        uint256 slot = uint256(uint32(g.taskId >> 32)) * p.shards + uint32(g.taskId);
-        uint256 width = 1 << Bisection.depth(uint256(g.leaves) * steps);
-        uint256 first = slot * width + uint256(g.lo) * steps;
+        uint256 first;
+        // Leaf 0 is the task's checkpoint 0, so position lo (leaf lo - 1) is step (lo - 1) · steps
+        // and a task's (leaves - 1) · steps steps are its subtree of the data root. No term
+        // overflows: lo >= 1, leaves > lo, and every factor is at most 64 bits.
+        unchecked {
+            first = ((uint256(uint32(g.taskId >> 32)) * p.shards + uint32(g.taskId))
+                << Bisection.depth(uint256(g.leaves - 1) * steps)) + uint256(g.lo - 1) * steps;
+        }
         g.status = GameStatus.Stepping;
         uint256 id = stepGame.open(
             StepGame.Setup(

@@ -130,7 +130,7 @@ def _replay_stage(session, task_id: int):
     return ComputedResult(task_id, bundle.root), hashes, cids
 
 
-def _describe(g, me: str) -> str:
+def _describe(session, g, me: str) -> str:
     """One line on where game ``g`` stands, from the challenger's side."""
     from truetrain.dispute import GameStatus, Party
 
@@ -144,23 +144,62 @@ def _describe(g, me: str) -> str:
         return f"{g.seats} referee(s) replaying the interval, committing votes until block {g.deadline}"
     if g.status == GameStatus.REVEALING:
         return f"referees revealing until block {g.deadline} ({g.revealed}/{g.committed} revealed)"
+    if g.status == GameStatus.STEPPING:
+        return f"bisection ended on checkpoints ({g.lo}, {g.hi}): {_step_stage(session, g, me)}"
     if g.status == GameStatus.VOIDED:
         return f"voided: {g.committee} committees could not judge; no one slashed or paid, the task is redone"
     winner = "the worker" if g.worker_won else "the challenger"
+    sid = session.contracts.game.functions.linkOf(g.game_id).call()[2]
+    if sid:
+        return f"resolved: {winner} won ({_step_verdict(session, sid)})"
     return (f"resolved: {winner} won (votes worker {g.votes_worker}, challenger {g.votes_challenger}, "
             f"neither {g.votes_neither})")
 
 
+#: StepGame's stages (truetrain/trace/game.py), as the follow line names them
+STAGES = {1: "committing the interval's steps", 2: "bisecting the interval's steps", 3: "committing the step's trace",
+          4: "bisecting the step's operators", 5: "opening the operator's output", 6: "bisecting its elements",
+          7: "revealing the disputed chunk", 8: "the one-step: the chain recomputes one element", 9: "decided"}
+#: StepGame.Reason, as the verdict line names it
+REASONS = ("the chain's recomputation agreed with the worker", "the chain's recomputation differed from the worker",
+           "the other party's clock ran out")
+
+
+def _step_stage(session, g, me: str) -> str:
+    from truetrain.dispute import Party
+
+    sid = session.contracts.game.functions.linkOf(g.game_id).call()[2]
+    stage, turn = session.contracts.stepgame.functions.status(sid).call()[:2]
+    mine = 0 if g.party(me) == Party.WORKER else 1  # StepGame: the worker defends
+    return f"step game {sid}, {STAGES.get(stage, stage)}: {'your' if turn == mine else 'their'} move"
+
+
+def _step_verdict(session, sid: int) -> str:
+    resolved = session.contracts.stepgame.events.GameResolved().get_logs(from_block=0, argument_filters={"id": sid})
+    return f"step game {sid}: {REASONS[resolved[0]['args']['reason']]}" if resolved else f"step game {sid}"
+
+
 def _follow(session, game_id: int, hashes, cids, quiet: bool) -> str:
     """Drive our side of the game until it is resolved, printing each change; return "won" or "lost"."""
-    from truetrain.dispute import GameDriver, GameView
+    from truetrain.daemon.stepping import Stepping
+    from truetrain.dispute import GameDriver, GameStatus, GameView
+    from truetrain.paths import HOME
 
     game, me = session.contracts.game, session.account.address
-    driver = GameDriver(game, session.client.w3, me, lambda name, call, random_path=False: session.send(call))
+    send = lambda name, call, random_path=False: session.send(call)  # noqa: E731
+    driver = GameDriver(game, session.client.w3, me, send)
+    # the levels after level 0, in the game's StepGame: played from our own replay, as a daemon plays them
+    stepping = Stepping(session.contracts, session.client.w3, me, send, session.reader,
+                        HOME / ".state" / f"challenge-{me.lower()}")
     last = None
     while True:
-        outcome = driver.step(game_id, lambda: (hashes, cids))
-        line = _describe(GameView.read(game, game_id), me)
+        g = GameView.read(game, game_id)
+        if g.status == GameStatus.STEPPING:
+            outcome = None
+            stepping.step(g, lambda: (hashes, cids))
+        else:
+            outcome = driver.step(game_id, lambda: (hashes, cids))
+        line = _describe(session, GameView.read(game, game_id), me)
         if line != last and not quiet:
             click.echo(f"  block {session.client.w3.eth.block_number:>6}  {line}")
         last = line

@@ -197,6 +197,7 @@ def job_submit(session, as_json, name, dataset, model, data, hidden, d_model, la
     lines = [f"job {created['job_id']} created: {created['model']}, {shards} shards{split} x {rounds} rounds "
              f"({created['tasks']} tasks), "
              f"escrow {created['escrow']} TRAIN; manifest {created['manifest_cid']}"]
+    lines.append(f"disputes end in {created['disputes']}")
     if created["identity"]:
         lines.insert(0, created["identity"])
     if created["initial_checkpoint"]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 from truetrain.cli_options import ROLE_BITS, Refused, Session, format_tokens
 from truetrain.errors import ConfigError
-from truetrain.market.jobs import JobTerms
+from truetrain.market.jobs import JobTerms, bind_after_create, program_binding, shards_of
+from truetrain.trace.binding import unbound_reason
 from truetrain.market.terms_check import check_cid, check_terms
 from truetrain.training import Dataset, build_manifest, load_dataset, publish_dataset, split_test
 from truetrain.training.intgemm import DEFAULT_LIMBS
@@ -241,17 +242,29 @@ def submit_job(session: Session, plan: JobPlan, *, approve: bool = True) -> dict
     check_cid(stored.cid, "manifest")
     registered = ensure_submitter(session)
     contracts = session.contracts
+    binding = program_binding(contracts, manifest, shards_of(store, manifest))
     if approve:
         session.send(contracts.token.functions.approve(contracts.market.address, plan.escrow))
     # The expiry counts from the block createJob goes into, not from before the approval.
     params = plan.terms.params(manifest, stored.cid, session.client.w3.eth.block_number)
-    receipt = session.send(contracts.market.functions.createJob(params))
+    receipt = session.send(contracts.market.functions.createJob(params), confirmations=0 if binding else None)
     created = contracts.market.events.JobCreated().process_receipt(receipt.raw, errors=DISCARD)
-    return {"job_id": created[0]["args"]["jobId"], "escrow_wei": plan.escrow, "escrow": format_tokens(plan.escrow),
+    job_id = created[0]["args"]["jobId"]
+    if binding is not None and not bind_after_create(contracts, session.send, job_id, binding):
+        binding = None
+    return {"job_id": job_id, "disputes": _disputes(manifest, binding), "escrow_wei": plan.escrow, "escrow": format_tokens(plan.escrow),
             "manifest_cid": stored.cid, "manifest_hash": "0x" + manifest.hash().hex(),
             "shards": spec.shards, "rounds": spec.rounds, "widths": plan.widths, "model": _describe(manifest),
             "stages": spec.stages, "tasks": (spec.shards * spec.stages + 1) * spec.rounds, "identity": registered,
             "initial_checkpoint": manifest.raw.get("initial_checkpoint"), "tx": receipt.tx_hash}
+
+
+def _disputes(manifest, binding) -> str:
+    """How the job's disputes end, for its creation report."""
+    if binding is not None:
+        return "the chain's one-step recomputation (program bound)"
+    why = unbound_reason(manifest) or "the deployment has no StepGame, or a draw came before the binding"
+    return f"a referee committee ({why})"
 
 
 def refuse_unless_submitter(job, address: str, action: str) -> None:

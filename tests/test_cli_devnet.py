@@ -37,7 +37,9 @@ def test_devnet_up_deploys_funds_and_is_idempotent_then_down_stops_both(state_di
     state = json.loads(up.output)
     assert state["anvil"]["url"] == f"http://127.0.0.1:{port}"
     assert state["ipfs"]["api_addr"] == f"/ip4/127.0.0.1/tcp/{ipfs_port}"
-    assert state["deployed"] == ["token", "registry", "stake", "pool", "recovery", "book", "market", "game", "timelock"]
+    kinds = ["kinds.core", "kinds.xent", "kinds.quant", "kinds.norm", "kinds.optim", "kinds.data"]
+    assert state["deployed"] == ["token", "registry", "stake", "pool", "recovery", "book", "market", *kinds, "stepgame",
+                                 "game", "timelock"]
     assert len(state["funded"]) == devnet.FUNDED_ACCOUNTS
     client = ChainClient(state["anvil"]["url"])
     token = client.contract("TrainToken", state["contracts"]["token"])

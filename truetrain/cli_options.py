@@ -271,9 +271,10 @@ class Session:
             raise ConfigError("give an ADDRESS, or --account N / --key / --keystore for your own")
         return self.account.address
 
-    def send(self, call, *, gas: int | None = None):
-        """Sign ``call`` with the session's account and wait for it (a revert raises first)."""
-        return self.client.transact(call, self.account, gas=gas)
+    def send(self, call, *, gas: int | None = None, confirmations: int | None = None):
+        """Sign ``call`` with the session's account and wait for it (a revert raises first);
+        ``confirmations`` overrides the client's (0: back as soon as it is mined)."""
+        return self.client.transact(call, self.account, gas=gas, confirmations=confirmations)
 
     def balance(self, address: str) -> int:
         return self.client.call(self.contracts.token.functions.balanceOf(address))

@@ -126,7 +126,7 @@ class VerifierDaemon(Daemon):
             return bundle.root, cid
         if faulty:
             manifest = self.reader.manifest(decode_task_id(task_id)[0])
-            result = faulty_result(self.reader, task_id, "perturb-step", str(manifest.steps_per_task // 2),
+            result = faulty_result(self.reader, task_id, "flip-element", str(manifest.steps_per_task // 2),
                                    device=self.device)
             root, training = result.merkle_root, result
         else:
@@ -234,7 +234,7 @@ class VerifierDaemon(Daemon):
                 mine = self.replay(game.task_id, TRACE)
             return self.bundle_trace(mine.cid, game.challenger_root)
 
-        outcome = self.disputes.step(entry.task_id, trace)
+        outcome = self.play_game(entry.task_id, trace)
         if outcome is not None:
             self.book.close_entry(entry.task_id, CHALLENGE, "done", outcome)
             self.metrics.disputes.labels(outcome).inc()

@@ -137,7 +137,7 @@ class WorkerDaemon(Daemon):
     def defend(self, entry: Entry) -> None:
         if "stall-dispute" in self.faults:
             return  # the named faulty worker never answers: it loses on its clock
-        outcome = self.disputes.step(entry.task_id, lambda: self.published_trace(self.game_view(entry.task_id).task_id))
+        outcome = self.play_game(entry.task_id, lambda: self.published_trace(self.game_view(entry.task_id).task_id))
         if outcome is not None:
             self.book.close_entry(entry.task_id, DEFEND, "done", outcome)
             self.metrics.disputes.labels(outcome).inc()

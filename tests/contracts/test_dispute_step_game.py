@@ -22,6 +22,7 @@ from truetrain.training.merkle import merkle_root
 FAULT = 0  # fc.0's linear: its one-step reads the batch, opened under the job's data root
 SHARDS = 2
 ZERO = "0x" + "00" * 32
+LEAVES = STEPS + 1  # checkpoints 0..STEPS, interval 1
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +58,12 @@ def _binding(setting, shards=SHARDS) -> tuple:
 
 
 def _leaves(setting, faulty: StepParty | None) -> list[bytes]:
-    """A party's level-0 leaves: checkpoints 1..STEPS (position 0 is the task's inputs)."""
-    leaves = [setting.checkpoint(s).hash() for s in range(1, STEPS + 1)]
+    """A party's level-0 leaves, as a worker's result bundle has them: checkpoints 0..STEPS
+    (leaf 0 the task's checkpoint 0; position 0 the task's inputs, position p leaf p - 1)."""
+    leaves = [setting.checkpoint(s).hash() for s in range(STEPS + 1)]
     if faulty is not None:
         start = setting.checkpoint(0)
-        leaves[FAULTY_STEP:] = [start.after(s + 1, faulty.step_roots[s]).hash() for s in range(FAULTY_STEP, STEPS)]
+        leaves[FAULTY_STEP + 1:] = [start.after(s + 1, faulty.step_roots[s]).hash() for s in range(FAULTY_STEP, STEPS)]
     return leaves
 
 
@@ -75,7 +77,7 @@ def _interval_party(setting, source: StepParty) -> StepParty:
 def _to_step_game(wired, job_market, setting, faulty, submitter, w1, challenger, honest_role):
     """A bound job whose task (w1) and challenger play level 0 by their leaves; returns the
     ids, the StepGame parties (worker's first) and the level-0 end."""
-    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=STEPS, challengeWindow=50)
+    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=LEAVES, challengeWindow=50)
     wired.bindProgram(job_id, _binding(setting), {"from": submitter})
     honest = setting.honest()
     worker, other = (honest, faulty) if honest_role == DEFENDER else (faulty, honest)
@@ -100,7 +102,8 @@ def test_levelZero_handsOverToStepGame_andItsVerdictSettles(wired, step_game, jo
     link = wired.linkOf(gid)
     assert link[0] == "0x" + setting.checkpoint(FAULTY_STEP).hash().hex() and link[2] == sid
     assert [str(h) for h in link[1]] == ["0x" + p.end.hash().hex() for p in parties]
-    assert (view(wired, gid).lo, view(wired, gid).hi) == (FAULTY_STEP, FAULTY_STEP + 1)
+    # the agreed position is leaf FAULTY_STEP (checkpoint FAULTY_STEP), the first to differ the next
+    assert (view(wired, gid).lo, view(wired, gid).hi) == (FAULTY_STEP + 1, FAULTY_STEP + 2)
     supply, held = token.totalSupply(), token.balanceOf(stake_manager)
     stakes = {a: stake_manager.stakeOf(a) for a in (w1, challenger)}
     moves = drive(step_game, sid, parties, (w1, challenger))
@@ -126,6 +129,34 @@ def test_levelZero_handsOverToStepGame_andItsVerdictSettles(wired, step_game, jo
     assert (record["disputesWon"], record["disputesLost"]) == ((1, 0) if worker_won else (0, 1))
 
 
+def test_coalitionWithNinetyPercentOfTheVerifiers_losesToOneHonestChallenger(wired, step_game, job_market, pool,
+                                                                              registry, token, stake_manager,
+                                                                              setting, faulty, submitter, w1,
+                                                                              challenger, deployer):
+    """The cheating worker's friends hold over 90 % of the verifiers' weight in the pool; the
+    one honest challenger holds none of it (it is not even in the pool). The verdict is the
+    chain's computation, so their weight buys nothing: no seat is drawn, no vote taken, and a
+    vote they try to cast is refused; the challenger wins and the coalition's stakes are as
+    they were."""
+    coalition = [accounts[i] for i in (17, 18, 19)]
+    for a in coalition:
+        register(registry, a, ROLE_VERIFIER)
+        stake(token, stake_manager, a, amount=40 * STAKE_AMOUNT, deployer=deployer)
+        pool.joinPool({"from": a})
+    held = sum(pool.weightOf(a, True) for a in coalition)
+    assert held * 10 >= pool.totalWeight(True) * 9 and pool.weightOf(challenger, True) == 0
+    stakes = [stake_manager.stakeOf(a) for a in coalition]
+    tid, gid, parties, last = _to_step_game(wired, job_market, setting, faulty, submitter, w1, challenger, CHALLENGER)
+    sid = last.events["StepGameOpened"]["stepGameId"]
+    with brownie.reverts(f"DisputeWrongStatus: {gid}, {int(GS.STEPPING)}"):
+        wired.commitVote(gid, 0, "0x" + "11" * 32, {"from": coalition[0]})
+    drive(step_game, sid, parties, (w1, challenger))
+    settled = history[-1].events["DisputeSettled"]
+    assert (settled["workerWon"], settled["winner"], settled["loser"]) == (False, challenger, w1)
+    assert "RefereesRequested" not in history[-1].events and wired.committeeOf(gid) == ()
+    assert [stake_manager.stakeOf(a) for a in coalition] == stakes
+
+
 @pytest.mark.parametrize("stalled", ["worker", "challenger"])
 def test_stalledStepGame_settlesByTimeout_againstTheStalledParty(wired, step_game, job_market, stake_manager, setting,
                                                                  faulty, submitter, w1, challenger, stalled):
@@ -145,7 +176,7 @@ def test_stalledStepGame_settlesByTimeout_againstTheStalledParty(wired, step_gam
 
 def test_auditMismatch_endsInStepGame_theHonestAuditorWins(wired, step_game, job_market, stake_manager, setting, faulty,
                                                            submitter, w1):
-    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=STEPS, auditRateBps=10_000)
+    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=LEAVES, auditRateBps=10_000)
     wired.bindProgram(job_id, _binding(setting), {"from": submitter})
     cheat, honest = _leaves(setting, faulty), _leaves(setting, None)
     tid = draw_task(job_market, job_id, {"from": w1}).return_value
@@ -175,7 +206,7 @@ def test_stepGameResolved_fromAStranger_orForAnotherId_reverts(wired, step_game,
 
 
 def test_bindProgram_refusals(wired, job_market, setting, submitter, w1, challenger):
-    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=STEPS)
+    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=LEAVES)
     with brownie.reverts(f"DisputeNotSubmitter: {job_id}, {w1.address.lower()}"):
         wired.bindProgram(job_id, _binding(setting), {"from": w1})
     root, entries, interval, shards, data, layout = _binding(setting)
@@ -192,14 +223,14 @@ def test_bindProgram_refusals(wired, job_market, setting, submitter, w1, challen
     assert [int(k) for k in b["layout"]] == list(layout)
     with brownie.reverts(f"DisputeProgramBound: {job_id}"):
         wired.bindProgram(job_id, _binding(setting), {"from": submitter})
-    later, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=STEPS)
+    later, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=LEAVES)
     draw_task(job_market, later, {"from": w1})
     with brownie.reverts(f"DisputeProgramTooLate: {later}"):
         wired.bindProgram(later, _binding(setting), {"from": submitter})
 
 
 def test_unboundJob_keepsTheCommittee(wired, job_market, setting, faulty, submitter, w1, challenger):
-    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=STEPS, challengeWindow=50)
+    job_id, _ = new_job(job_market, submitter, shards=SHARDS, checkpointLeaves=LEAVES, challengeWindow=50)
     honest, cheat = _leaves(setting, None), _leaves(setting, faulty)
     tid = run_task(job_market, job_id, w1, root=root_of(cheat), finalize=False)
     gid, _ = challenge_task(wired, tid, challenger, honest)

@@ -14,7 +14,7 @@ from truetrain.chain.handles import connect_deployment
 from truetrain.demo.processes import DaemonProcess, start_daemon, wait_for_log
 from truetrain.devnet import fund_dev_accounts
 from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader, TaskView, decode_task_id
-from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
+from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest, shards_of
 from truetrain.market.views import JobView
 from truetrain.storage import StorageClient, StorageSettings, start_devnode, stop_devnode
 from truetrain.training import build_manifest, publish_dataset
@@ -105,9 +105,10 @@ class MarketNet:
             client.transact(token.functions.mint(dev_account(index).address, amount), dev_account(0))
 
     def submit(self, *, shards: int, rounds: int, steps: int, terms: JobTerms, node: int = 0,
-               interval: int | None = None, build=None):
+               interval: int | None = None, build=None, bind: bool = True):
         """Publish a digits job (MLP 64-128-10, SGD), or what ``build(store)`` makes, and
-        create it; return (job id, manifest, escrow)."""
+        create it, binding its program when it can (``bind``; an unbound job's disputes end
+        with a committee); return (job id, manifest, escrow)."""
         with self.store(node) as store:
             if build is not None:
                 manifest = build(store)
@@ -122,7 +123,8 @@ class MarketNet:
             cid = publish_manifest(store, manifest)
             submitter = dev_account(SUBMITTER)
             ensure_registered(self.contracts, store, submitter, ROLE_SUBMITTER)
-            job_id, escrow = create_job(self.contracts, submitter, manifest, cid, terms)
+            job_id, escrow = create_job(self.contracts, submitter, manifest, cid, terms,
+                                        shards_of(store, manifest) if bind else None)
         return job_id, manifest, escrow
 
     def wait_job(self, job_id: int, timeout: float = 480.0) -> JobStatus:

@@ -64,7 +64,8 @@ def bad_jobs(tmp_path_factory, TrainToken):  # TrainToken: brownie has compiled 
 
         jobs = {}
         for kind, build in (("unpinned", unpinned), ("corrupted", corrupted)):
-            job_id, _, escrow = net.submit(shards=2, rounds=1, steps=10, terms=TERMS, build=build)
+            # unbound: the binding is computed from the shards, and this submitter's are not served
+            job_id, _, escrow = net.submit(shards=2, rounds=1, steps=10, terms=TERMS, build=build, bind=False)
             jobs[kind] = (job_id, escrow)
         for job_id, _ in jobs.values():
             net.wait_for("JobInputsUnavailable", lambda: net.events("JobInputsUnavailable", jobId=job_id), timeout=300)

@@ -128,6 +128,11 @@ def test_job_submit_escrows_exactly_the_formula_and_leaves_no_allowance(net, com
     assert completed_job["escrow_wei"] == completed_job["paid"] == escrow
     assert completed_job["tasks"] == 6 and completed_job["widths"] == [64, 32, 10]
     assert completed_job["identity"].startswith("registered as submitter (profile ")
+    # the job bound its program the block after it was created: its disputes end on the chain's one-step
+    assert completed_job["disputes"] == "the chain's one-step recomputation (program bound)"
+    game = net.client.contract("DisputeGame", net.contracts["game"])
+    root, entries, interval, shards, data, layout = net.client.call(game.functions.programOf(completed_job["job_id"]))
+    assert (interval, shards) == (10, 2) and entries > 0 and int.from_bytes(root, "big") and int.from_bytes(data, "big")
     assert completed_job["audited"] == completed_job["played"]  # --audit-rate 1: every task re-executed
     allowance = net.client.call(net.token.functions.allowance(dev_account(1).address, net.contracts["market"]))
     assert allowance == 0

@@ -10,6 +10,8 @@ from truetrain.chain.client import ChainClient, dev_accounts
 from truetrain.chain.deploy import GRANTS, STEPS, deploy_stack
 from truetrain.chain.deployment import read_deployment
 from truetrain.chain.devnet import DEV_CHAIN_ID, free_port, start_anvil
+from truetrain.hashing import keccak256
+from truetrain.trace.kind_names import KINDS
 from truetrain.errors import ContractRevert, DeploymentError
 
 
@@ -26,9 +28,20 @@ def test_deploy_writes_file_grants_roles_seals_and_reuses_on_rerun(anvil, tmp_pa
     assert first.deployed == [s.key for s in STEPS] and first.reused == []
     assert len(first.granted) == len(GRANTS) + 2  # + the stake listener and the market's dispute game
     recorded = json.loads((tmp_path / f"{DEV_CHAIN_ID}.json").read_text())
-    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "recovery", "book", "market", "game", "timelock"}
+    kinds = {"kinds.core", "kinds.xent", "kinds.quant", "kinds.norm", "kinds.optim", "kinds.data"}
+    assert set(recorded["contracts"]) == {"token", "registry", "stake", "pool", "recovery", "book", "market", "game",
+                                          "timelock", "stepgame", *kinds}
     assert recorded["contracts"]["market"]["name"] == "JobMarket"
     assert recorded["contracts"]["game"]["name"] == "DisputeGame"
+    # the dispute game ends repro disputes in the StepGame, which knows every kind of the one
+    # kind table, each at the kinds contract the table names
+    step_game = first.deployment.address("stepgame")
+    dispute = client.contract("DisputeGame", first.deployment.address("game"))
+    assert client.call(dispute.functions.stepGame()) == step_game
+    verifiers = client.contract("StepGame", step_game)
+    for kind, spec in KINDS.items():
+        address = client.call(verifiers.functions.verifierOf(keccak256(kind.encode())))
+        assert address == first.deployment.address("kinds." + spec.contract.removeprefix("StepKinds").lower()), kind
     pool = client.contract("WorkerPool", first.deployment.address("pool"))
     market = first.deployment.address("market")
     assert client.call(pool.functions.hasRole(client.call(pool.functions.MARKET_ROLE()), market))

@@ -22,6 +22,8 @@ from truetrain.chain.deployment import (
     DeployedContract, Deployment, codehash, is_live, read_deployment, write_deployment,
 )
 from truetrain.errors import DeploymentError
+from truetrain.hashing import keccak256
+from truetrain.trace.kind_names import CONTRACTS as KIND_CONTRACTS
 from truetrain.paths import DEPLOYMENTS
 
 
@@ -68,6 +70,18 @@ class StackParams:
                 self.referee_stake, self.referee_penalty)
 
 
+def _kinds_key(contract: str) -> str:
+    """A kinds contract's key in a deployment: ``StepKindsCore`` → ``kinds.core``."""
+    return "kinds." + contract.removeprefix("StepKinds").lower()
+
+
+def _step_game_args(d: dict[str, str]) -> tuple:
+    """StepGame's constructor: every operator kind's id (keccak256 of its name) and the
+    kinds contract that recomputes it, from the one kind table."""
+    pairs = [(kind, d[_kinds_key(c)]) for c in KIND_CONTRACTS for kind in KIND_CONTRACTS[c]]
+    return ["0x" + keccak256(k.encode()).hex() for k, _ in pairs], [a for _, a in pairs]
+
+
 @dataclass(frozen=True)
 class Step:
     key: str
@@ -93,9 +107,12 @@ STEPS: list[Step] = [
     Step("book", "JobBook", lambda d, p: ()),
     Step("market", "JobMarket", lambda d, p: (d["token"], d["registry"], d["stake"], d["pool"], p.market_config()),
          links={"TaskRecovery": "recovery", "JobBook": "book"}),
-    # no StepGame yet in a deployment (docs/onestep.md, "Wiring"): its disputes end with committees
+    # The one-step verifiers (one contract per group of operator kinds) and the StepGame that
+    # ends a repro dispute on them (docs/onestep.md, "Wiring").
+    *[Step(_kinds_key(c), c, lambda d, p: ()) for c in KIND_CONTRACTS],
+    Step("stepgame", "StepGame", lambda d, p: _step_game_args(d)),
     Step("game", "DisputeGame",
-         lambda d, p: (d["market"], d["pool"], d["stake"], d["registry"], p.game_config(), "0x" + "00" * 20)),
+         lambda d, p: (d["market"], d["pool"], d["stake"], d["registry"], p.game_config(), d["stepgame"])),
     Step("timelock", "ParameterTimelock",
          lambda d, p: (p.timelock_delay_seconds, [Web3.to_checksum_address(a) for a in p.proposers or (d["deployer"],)])),
 ]

@@ -17,6 +17,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from truetrain.chain.client import ChainClient
@@ -36,6 +37,7 @@ from truetrain.daemon.metrics import Metrics
 from truetrain.daemon.network import NetworkDeclarer
 from truetrain.daemon.schedule import work_book
 from truetrain.daemon.settings import DaemonSettings
+from truetrain.daemon.stepping import Stepping
 from truetrain.dispute import GameDriver, GameStatus, GameView, Trace
 from truetrain.errors import ChainChanged, ContractRevert, TruetrainError
 from truetrain.hardware import detect
@@ -139,6 +141,8 @@ class Daemon(Membership):
         self.reader = MarketReader(self.contracts, self.meter)
         self.game = self.contracts.game
         self.disputes = GameDriver(self.game, client.w3, self.address, self.send)
+        self.stepping = Stepping(self.contracts, client.w3, self.address, self.send, self.reader, self.state_dir,
+                                 self.faults.step_cheat)
 
     def send(self, name: str, call, *, random_path: bool = False):
         """Send one transaction (after a SIGTERM: none, :class:`Stopping` instead).
@@ -167,6 +171,16 @@ class Daemon(Membership):
 
     def game_view(self, game_id: int) -> GameView:
         return GameView.read(self.game, game_id)
+
+    def play_game(self, game_id: int, trace: Callable[[], Trace]) -> str | None:
+        """Move dispute game ``game_id`` on, one transaction at most: level 0 here (the
+        GameDriver), the levels after it in its StepGame once it went there. ``trace()`` gives
+        our published checkpoint hashes and CIDs. Returns "won", "lost" or "void" once over."""
+        g = self.game_view(game_id)
+        if g.status == GameStatus.STEPPING:
+            self.stepping.step(g, trace)
+            return None
+        return self.disputes.step(game_id, trace)
 
     def published_trace(self, task_id: int) -> Trace:
         """The checkpoint hashes and CIDs of the task's revealed result bundle, checked against

@@ -9,13 +9,16 @@ cheater from a bug. ``TRUETRAIN_FAULT`` holds one or more comma-separated faults
   honestly but perturbs the model at checkpoint step ``<step>``; ``lazy`` returns its start
   checkpoint as every checkpoint; ``wrong-start`` trains from a wrong checkpoint 0;
   ``withhold`` publishes nothing it commits to (its CIDs resolve nowhere);
+  ``flip-element:<step>`` flips one element of one operator's output in task step ``<step>``
+  and plays its dispute game consistently with it (``truetrain.market.faulty_step``);
 * ``corrupt-sent:<step>`` — a pipeline stage that adds noise to the activations and
   gradients it sends its neighbours from step ``<step>`` on, while its own parameters stay
   honest (logs ``fault: corrupting what the stage sends``);
 * ``slow-compute:<seconds>`` — a slow machine: every computation of the worker's lane
   waits that long before training (logs ``fault: slow compute``);
 * dispute behaviour: ``stall-dispute`` never moves in a dispute game (loses on its clock);
-* verifier cheats: ``false-challenge`` challenges every sampled result with a wrong root;
+* verifier cheats: ``false-challenge`` challenges every sampled result with a wrong root
+  (its replay has one element flipped in the middle step, as ``flip-element``'s);
   ``lying-referee`` votes for the wrong side; ``silent-referee`` never votes.
 """
 
@@ -34,10 +37,10 @@ ENV = "TRUETRAIN_FAULT"
 KNOWN = {
     "hang-after": True, "perturb-step": True, "lazy": False, "wrong-start": False, "withhold": False,
     "stall-dispute": False, "false-challenge": False, "lying-referee": False, "silent-referee": False,
-    "slow-compute": True, "corrupt-sent": True,
+    "slow-compute": True, "corrupt-sent": True, "flip-element": True,
 }
 #: Faults that change the result a worker computes (at most one of them at a time).
-CHEATS = ("perturb-step", "lazy", "wrong-start")
+CHEATS = ("perturb-step", "lazy", "wrong-start", "flip-element")
 
 
 class Faults:
@@ -54,9 +57,10 @@ class Faults:
         cheats = [k for k in CHEATS if k in self._faults]
         if len(cheats) > 1:
             raise ConfigError(f"{ENV}: at most one of {', '.join(CHEATS)} at a time, got {', '.join(cheats)}")
-        step = self._faults.get("perturb-step")
-        if step is not None and not step.isdigit():
-            raise ConfigError(f"{ENV}: perturb-step takes a step number, got {step!r}")
+        for kind in ("perturb-step", "flip-element"):
+            step = self._faults.get(kind)
+            if step is not None and not step.isdigit():
+                raise ConfigError(f"{ENV}: {kind} takes a step number, got {step!r}")
         corrupt = self._faults.get("corrupt-sent")
         if corrupt is not None and not corrupt.isdigit():
             raise ConfigError(f"{ENV}: corrupt-sent takes a step number, got {corrupt!r}")
@@ -82,6 +86,17 @@ class Faults:
     def cheat(self) -> str | None:
         """The result-changing fault in force, if any."""
         return next((k for k in CHEATS if k in self._faults), None)
+
+    def step_cheat(self, task_id: int, manifest):
+        """The cheat this party plays a StepGame of task ``task_id`` with: ``flip-element``'s,
+        or the false challenger's (its replay's flip in the middle step); None when honest."""
+        from truetrain.market.faulty_step import FlipCheat
+
+        if "flip-element" in self._faults:
+            return FlipCheat(int(self._faults["flip-element"]))
+        if "false-challenge" in self._faults:
+            return FlipCheat(manifest.steps_per_task // 2)
+        return None
 
     def before_compute(self) -> None:
         """The ``slow-compute`` fault: wait before a computation (in the lane's thread)."""

@@ -25,7 +25,7 @@ from truetrain.devnet import FUNDED_ACCOUNTS, devnet_down, devnet_explorer, devn
 from truetrain.errors import TruetrainError
 from truetrain.explorer import DEFAULT_PORT as EXPLORER_PORT
 from truetrain.market import ROLE_SUBMITTER, JobStatus, MarketReader
-from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest
+from truetrain.market.jobs import JobTerms, create_job, ensure_registered, publish_manifest, shards_of
 from truetrain.paths import DEPLOYMENTS, HOME
 from truetrain.storage import StorageClient, StorageSettings
 from truetrain.market.outcome import collect_results
@@ -136,7 +136,7 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
                       "verifier to replay and challenge")
             cid = publish_manifest(store, manifest)
             ensure_registered(contracts, store, submitter, ROLE_SUBMITTER)
-            job_id, escrow = create_job(contracts, submitter, manifest, cid, terms)
+            job_id, escrow = create_job(contracts, submitter, manifest, cid, terms, shards_of(store, manifest))
             submitted = time.monotonic()
             print(f"      job {job_id} submitted by {submitter.address}: manifest {cid}, escrow "
                   f"{format_tokens(escrow)} TRAIN = {SHARDS * stages + 1} tasks × {ROUNDS} rounds × "

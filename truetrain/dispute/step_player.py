@@ -92,12 +92,16 @@ class StepPlayer:
 
     def __init__(self, game, w3, address: str, send: Callable, state_dir: Path | str, manifest, shard,
                  checkpoints: Checkpoints, *, program: Program | None = None, from_block: int = 0,
-                 edit: Callable[[int], Callable | None] | None = None):
+                 edit: Callable[[int], Callable | None] | None = None,
+                 data: Callable[[], list[bytes]] | None = None, first_batch: int = 0):
         self.game, self.w3, self.address, self.send = game, w3, address, send
         self.dir = Path(state_dir) / "stepgame"
         self.manifest, self.shard, self.checkpoints = manifest, shard, checkpoints
         self.program = program or derive(manifest)
         self.from_block, self.edit = from_block, edit
+        #: the leaves the game's batches root is over (a job's data leaves, the interval's step
+        #: ``i`` at ``first_batch + i``); None: the interval's own batch roots
+        self.data, self.first_batch = data, first_batch
 
     def step(self, gid: int) -> str | None:
         """Move game ``gid`` on. Returns "won" or "lost" once it is resolved, else None."""
@@ -152,10 +156,13 @@ class StepPlayer:
         where = self.dir / str(gid)
         where.mkdir(parents=True, exist_ok=True)
         roots = _cached(where / "roots.json", lambda: self._roots(steps))
-        batches = _cached(where / "batches.json", lambda: self._batches(steps)) if with_batches else []
+        batches = []
+        if with_batches:
+            build = (lambda: [x.hex() for x in self.data()]) if self.data is not None else (lambda: self._batches(steps))
+            batches = _cached(where / "batches.json", build)
         traces = {} if step is None else {step: self._trace(where, step)}
         return Party(self.program, _bytes(roots["steps"]), traces, _bytes(batches),
-                     CheckpointLeaf(roots["start"][0], *_bytes(roots["start"][1:])))
+                     CheckpointLeaf(roots["start"][0], *_bytes(roots["start"][1:])), first_batch=self.first_batch)
 
     def _roots(self, steps: int) -> dict:
         start = checkpoint_commitment(self.checkpoints(0))

@@ -8,6 +8,8 @@ root proves against them: only re-execution can tell.
   on honestly from there;
 * ``lazy`` — the start checkpoint returned as every checkpoint, no training at all;
 * ``wrong_start`` — honest training from a wrong checkpoint 0 (the model nudged before step 1);
+* ``flip-element`` — one element of one operator's output flipped in one step, the rest
+  honest from there (``faulty_step``: the cheat that plays its dispute to the one-step);
 * ``corrupt_messages`` — a pipeline stage's tamper that nudges every activation (``ACT``)
   and gradient (``GRAD``) it sends from ``step`` on (its own parameters stay honest: only a
   replay of what it *sent* catches it);
@@ -64,7 +66,7 @@ def _result(index: int, round_index: int, checkpoints: list[Checkpoint], manifes
 
 
 def faulty_result(reader, task_id: int, cheat: str, arg: str | None = None, *, device=None) -> TaskResult:
-    """Task ``task_id``'s result computed with ``cheat`` ("perturb-step", "lazy", "wrong-start")."""
+    """Task ``task_id``'s result computed with ``cheat`` ("perturb-step", "lazy", "wrong-start", "flip-element")."""
     job_id, round_index, index = decode_task_id(task_id)
     manifest = reader.manifest(job_id)
     shard = as_shard(reader.shard(job_id, index), manifest)
@@ -72,6 +74,11 @@ def faulty_result(reader, task_id: int, cheat: str, arg: str | None = None, *, d
     interval, steps = manifest.checkpoint_interval, manifest.steps_per_task
     if cheat == "lazy":
         return _result(index, round_index, [start] * manifest.checkpoint_leaves, manifest)
+    if cheat == "flip-element":
+        from .faulty_step import FlipCheat
+
+        return _result(index, round_index, FlipCheat(int(arg)).train(manifest, shard, start, steps, device)[::interval],
+                       manifest)
     if cheat == "wrong-start":
         checkpoints, _ = train(manifest, shard, nudged(start), steps, every=interval, device=device)
         return _result(index, round_index, checkpoints, manifest)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from web3.logs import DISCARD
 
-from truetrain.errors import ConfigError
+from truetrain.errors import ConfigError, ContractRevert
 from truetrain.network import MAX_FETCH_KIBPS, MAX_RPC_RTT_MS
+from truetrain.trace.binding import Binding, job_binding, unbound_reason
 from truetrain.training import Manifest
 
 from .stages import stage_count
+
+log = logging.getLogger("truetrain.market")
 
 
 #: JobMarket's bounds on a job's money (IJobMarket.MIN_COLLATERAL, MAX_COLLATERAL_PER_REWARD): the
@@ -81,18 +86,60 @@ DEFAULT_TERMS = JobTerms(reward_per_task=10 * 10**18, audit_fee=2 * 10**18, work
 MAX_SHARD_TASKS = 65_535
 
 
-def create_job(contracts, account, manifest: Manifest, manifest_cid: str, terms: JobTerms) -> tuple[int, int]:
-    """Approve exactly the escrow and create the job; return (job id, escrow)."""
+def create_job(contracts, account, manifest: Manifest, manifest_cid: str, terms: JobTerms,
+               shard_bytes: Callable[[int], bytes] | None = None) -> tuple[int, int]:
+    """Approve exactly the escrow, create the job and, given ``shard_bytes(k)`` (shard k's
+    bytes), bind its program (:func:`bind_after_create`); return (job id, escrow)."""
     client, token, market = contracts.client, contracts.token, contracts.market
     tasks = len(manifest.shards) * stage_count(manifest)
     if tasks > MAX_SHARD_TASKS:
         raise ConfigError(f"a round has {tasks} shard tasks; the market takes at most {MAX_SHARD_TASKS}")
     escrow = terms.escrow(tasks, manifest.rounds)
+    binding = program_binding(contracts, manifest, shard_bytes) if shard_bytes is not None else None
     params = terms.params(manifest, manifest_cid, client.w3.eth.block_number)
     client.transact(token.functions.approve(market.address, escrow), account)
-    receipt = client.transact(market.functions.createJob(params), account)
+    # A bound job's binding goes out as soon as the creation is mined, without waiting for
+    # confirmations: the first draw settles at least three blocks after the creation.
+    receipt = client.transact(market.functions.createJob(params), account, confirmations=0 if binding else None)
     created = market.events.JobCreated().process_receipt(receipt.raw, errors=DISCARD)
-    return created[0]["args"]["jobId"], escrow
+    job_id = created[0]["args"]["jobId"]
+    if binding is not None:
+        bind_after_create(contracts, lambda call: client.transact(call, account), job_id, binding)
+    return job_id, escrow
+
+
+def bind_after_create(contracts, send: Callable, job_id: int, binding: Binding) -> bool:
+    """Send job ``job_id``'s binding through ``send(call)`` (its submitter's), as soon as its
+    creation is mined: it must land before the job's first draw, which asks for a ticket the
+    block after the creation at the earliest and settles at least two blocks after that
+    (FutureRandomness' DELAY). False (logged) when a draw came first
+    (``DisputeProgramTooLate``): the job goes on unbound, its disputes ending with a
+    committee. Any other refusal is raised."""
+    try:
+        send(contracts.game.functions.bindProgram(job_id, binding.as_tuple()))
+        return True
+    except ContractRevert as exc:
+        if exc.error != "DisputeProgramTooLate":
+            raise
+        log.warning("job %d: a task was drawn before its program was bound; its disputes end with a committee", job_id)
+        return False
+
+
+def program_binding(contracts, manifest: Manifest, shard_bytes: Callable[[int], bytes]) -> Binding | None:
+    """The binding ``manifest``'s job sends to DisputeGame.bindProgram, computed before the
+    job is created (so it goes out the block after): None when the deployment has no
+    StepGame or the job cannot bind one (:func:`~truetrain.trace.binding.unbound_reason`:
+    its disputes then end with a committee)."""
+    if unbound_reason(manifest) is not None or int(contracts.game.functions.stepGame().call(), 16) == 0:
+        return None
+    return job_binding(manifest, shard_bytes)
+
+
+def shards_of(store, manifest: Manifest) -> Callable[[int], bytes]:
+    """``shard_bytes`` for :func:`create_job`: shard k's bytes from ``store``, checked against the manifest."""
+    from .reader import MAX_OBJECT_BYTES
+
+    return lambda k: store.fetch(manifest.shards[k].cid, manifest.shards[k].hash, max_size=MAX_OBJECT_BYTES)
 
 
 def publish_manifest(store, manifest: Manifest) -> str:

@@ -234,7 +234,7 @@ def job_batch_leaves(tasks: list[list[bytes]]) -> list[bytes]:
     roots at ``k · task_width`` on, each task padded to its width with zero leaf hashes, so a
     task is one subtree and a step's proof is its proof in the task, then the task's in the job;
     slot k = round · shards + shard (DisputeGame: the leaf of an interval's first step is
-    ``k · task_width + lo · interval``)."""
+    ``k · task_width + (lo - 1) · interval``: leaf 0 is the task's checkpoint 0)."""
     width = task_width(max(len(t) for t in tasks))
     return [b for t in tasks for b in list(t) + [bytes(32)] * (width - len(t))]
 

@@ -1,9 +1,12 @@
 """A false challenger against an honest worker, then the dispute's guards on the same chain.
 
-4. A ``false-challenge`` verifier challenges an honest result with a wrong root: the honest
-   referees side with the worker, the challenger loses its bond (the worker gets half), the
-   result gets its challenge window back and is paid; the job completes with the honest
-   final checkpoint.
+4. A ``false-challenge`` verifier (its replay has one element of one operator's output
+   flipped in step 20, and it plays its game consistently with that) challenges an honest
+   result: level 0 narrows it to one checkpoint interval, the StepGame to one step, one
+   operator and one element, and the chain's own recomputation of that element agrees with
+   the worker: no referee is drawn (none runs), the challenger loses its bond (the worker
+   gets half, the rest is burned), the result gets its challenge window back and is paid;
+   the job completes with the honest final checkpoint.
 8. With the daemons stopped: ``truetrain challenge`` refuses what it cannot do in one line
    without sending anything, and opens a game on a wrong result; then a second concurrent
    challenge, a move out of turn, a forged Merkle proof and a move after the clock ran out
@@ -33,7 +36,7 @@ from truetrain.training.merkle import merkle_root
 
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
                  accept_window=20, compute_window=60, reveal_window=60, challenge_window=60, audit_rate_bps=0)
-WORKER, KEEPER, REFEREES, LIAR = 2, 5, (6, 7, 8), 12
+WORKER, KEEPER, LIAR = 2, 5, 12
 STEPS, INTERVAL = 40, 5
 
 
@@ -46,8 +49,6 @@ def false_challenge(tmp_path_factory, TrainToken):  # TrainToken: brownie has co
     with MarketNet(tmp_path_factory.mktemp("false-challenge")) as net:
         net.fund(LIAR)
         net.start("verifier", KEEPER, extra=["--keeper"])
-        for index in REFEREES:
-            net.start("verifier", index)
         net.start("verifier", LIAR, extra=["--sample-rate", "1"], env={"TRUETRAIN_FAULT": "false-challenge"})
         net.start("worker", WORKER)
         job_id, manifest, _ = net.submit(shards=1, rounds=1, steps=STEPS, interval=INTERVAL, terms=TERMS)
@@ -63,7 +64,18 @@ def test_false_challenger_loses_its_bond_and_the_honest_result_is_paid(false_cha
     game_id, task_id = opened[0]["gameId"], opened[0]["taskId"]
     outcome = net.game_events("DisputeSettled", gameId=game_id)[0]["args"]
     assert (outcome["workerWon"], outcome["loser"], outcome["slashed"]) == (True, address(LIAR), 20 * TOKEN)
-    assert sorted(e["args"]["vote"] for e in net.game_events("VoteRevealed", gameId=game_id)) == [1, 1, 1]
+    assert not net.game_events("RefereesRequested", gameId=game_id)
+    # the liar's flip is in step 20 (checkpoint leaf 4 is step 20): level 0 ends on (5, 6)
+    ended = net.game_events("BisectionEnded", gameId=game_id)[0]["args"]
+    assert (ended["lo"], ended["hi"]) == (5, 6)
+    handed = net.game_events("StepGameOpened", gameId=game_id)[0]["args"]
+    assert (handed["firstBatch"], handed["steps"]) == (4 * INTERVAL, INTERVAL)
+    step_game = net.contracts.stepgame
+    resolved = step_game.events.GameResolved().get_logs(from_block=0, argument_filters={"id": handed["stepGameId"]})
+    assert [(e["args"]["winner"], e["args"]["loser"], e["args"]["reason"]) for e in resolved] == [
+        (address(WORKER), address(LIAR), 0)]  # OneStepAgreed: the chain's element is the worker's
+    step, app, _ = step_game.functions.disputed(handed["stepGameId"]).call()
+    assert (step, app) == (0, 0)  # the liar's first step (task step 20), fc.0's linear
     stake, registry = net.contracts.stake.functions, net.contracts.registry.functions
     assert stake.stakeOf(address(LIAR)).call()[0] == 500 * TOKEN - 20 * TOKEN
     credited = sum(e["args"]["amount"] for e in net.contracts.stake.events.Credited().get_logs(
@@ -101,6 +113,9 @@ def test_challenge_command_refuses_then_opens_a_game_and_the_game_guards_hold(fa
     client, market, game = net.contracts.client, net.contracts.market, net.contracts.game
     w3 = client.w3
     challenger, rival = dev_account(6), dev_account(7)
+    for account in (challenger, rival):  # bonds come from free stake
+        client.transact(net.contracts.token.functions.approve(net.contracts.stake.address, 100 * TOKEN), account)
+        client.transact(net.contracts.stake.functions.stake(100 * TOKEN), account)
 
     # a finalized task cannot be challenged: one line, exit 1, nothing sent
     done = net.events("TaskFinalized")[0]["args"]["taskId"]
