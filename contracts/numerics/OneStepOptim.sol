@@ -145,7 +145,7 @@ library OneStepOptim {
     /// moments (one shape), then the 0-dim beta1_power, beta2_power and clip factor (opened
     /// at 0; the clip factor only when `s.clipped`), each opened by `o`.
     function adamElement(
-        Adam calldata s,
+        Adam memory s,
         OneStepGemm.Tensor[7] calldata t,
         uint256 index,
         OneStepGemm.Opening[7] calldata o

@@ -14,9 +14,9 @@ import {TensorMerkle} from "./TensorMerkle.sol";
 /// attributes (floats as float32 bits, `_f64` float64 bits, a list as its length then its items):
 ///
 /// * `adam`: p, g, m, v, beta1_power, beta2_power (0-dim), the clip factor (0-dim, only when
-///   clipped); lr, weight_decay, beta1, beta2, eps, decoupled, clipped; outputs p, m, v.
-///   Openings: the element of p, g, m, v, then the three 0-dim tensors at 0 (the last empty
-///   when not clipped).
+///   clipped), the step's rate (0-dim float32, a batch tensor); lr (0: the rate is the input),
+///   weight_decay, beta1, beta2, eps, decoupled, clipped; outputs p, m, v. Openings: the
+///   element of p, g, m, v, then the 0-dim tensors at 0.
 /// * `adam_powers`: beta1_power, beta2_power; beta1, beta2; outputs the new two. Openings: both at 0.
 /// * `fedavg`: the contributions in task order; weights (a list). Openings: the element of each.
 /// * `diloco`: theta, its outer momentum (left out in the first round: +0), the contributions;
@@ -52,8 +52,11 @@ contract StepKindsOptim is IOneStepKind {
     ) external pure returns (uint256) {
         bytes32 kind = e.kind;
         if (kind == ADAM) {
-            OneStepOptim.Adam calldata s = _adam(StepKinds.attrs(e, 7));
-            StepKinds.need(t, o, 7);
+            OneStepOptim.Adam memory s = _adam(StepKinds.attrs(e, 7));
+            // the rate is the last input: after the clip factor when clipped
+            uint256 rate = s.clipped ? 7 : 6;
+            StepKinds.need(t, o, rate + 1);
+            s.lr = OneStepGemm.openAt(t[rate], 0, o[rate]);
             (uint32 p, uint32 m, uint32 v) = OneStepOptim.adamElement(s, t.seven(), index, o.seven());
             return e.output == 0 ? p : e.output == 1 ? m : v;
         }

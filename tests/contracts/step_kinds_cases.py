@@ -113,9 +113,11 @@ def norm_cases(rng, rows: int, n: int) -> list[KindCase]:
 def adam_cases(n: int, seed: int) -> list[KindCase]:
     c = _seek(lambda rng: adam_case(rng, n), lambda c: c.attrs.clipped, seed)
     a = c.attrs
-    attrs = {"lr": a.lr, "weight_decay": a.weight_decay, "beta1": a.beta1, "beta2": a.beta2, "eps": a.eps,
+    # the rate is an input (the step's batch tensor), the attribute 0 (docs/onestep.md)
+    attrs = {"lr": 0, "weight_decay": a.weight_decay, "beta1": a.beta1, "beta2": a.beta2, "eps": a.eps,
              "decoupled": int(a.decoupled), "clipped": int(a.clipped)}
     ins = [_t(c.inputs[k]) for k in ("p", "g", "m", "v")] + [_t(c.scalars[k]).reshape(()) for k in ("b1p", "b2p", "clip")]
+    ins.append(_t(a.lr).reshape(()))
     ref = [adam_element(a, *(int(c.inputs[k][i]) for k in ("p", "g", "m", "v")), c.scalars["b1p"], c.scalars["b2p"],
                         c.scalars["clip"]) for i in range(n)]
     powers = adam_powers(a, c.scalars["b1p"], c.scalars["b2p"])

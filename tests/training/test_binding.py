@@ -68,10 +68,24 @@ def test_unboundJobs_sayWhy(digits1, make_manifest):
     shards, test = digits1
     assert unbound_reason(make_manifest(shards, test)) is None
     assert unbound_reason(make_manifest(shards, test, numeric_mode="stock")) == "a stock-mode job has no program"
-    warm = make_manifest(shards, test, optimizer={"kind": "adamw", "lr": 0.01, "warmup_steps": 3})
-    assert "learning rate" in unbound_reason(warm)
-    with pytest.raises(TraceError, match="learning rate"):
-        job_binding(warm, lambda k: shards[k])
+
+
+def test_adamwWarmup_binds_itsRateInTheBatch_atTheRoundsSchedulePosition(digits3, make_manifest):
+    """A schedule that changes the rate every step still binds one program: the rate is a
+    batch tensor, so round 1's leaves carry the rates of its own schedule positions."""
+    shards, test = digits3
+    warm = make_manifest(shards, test, optimizer={"kind": "adamw", "lr": 0.01, "warmup_steps": 3},
+                         steps_per_task=STEPS, checkpoint_interval=INTERVAL, rounds=2, batch_size=16)
+    assert unbound_reason(warm) is None
+    leaves = job_data_leaves(warm, lambda k: shards[k])
+    program = derive(warm)
+    assert "lr" in program.batch and all(a.attrs["lr"] == 0.0 for a in program.entries if a.kind == "adam")
+    start = task_start(warm, None, 2, 1)  # round 1: schedule positions STEPS.. on
+    states, _ = train(warm, shards[2], start, STEPS, every=1)
+    slot = 1 * 3 + 2
+    assert leaves[slot * 8:slot * 8 + STEPS] == [batch_root(warm, shards[2], states[s]) for s in range(STEPS)]
+    # every step's trace commits to the one bound program
+    assert {build_trace(warm, shards[2], states[s]).program_root for s in (0, 3)} == {program.root()}
 
 
 def test_flipCheat_trainsFromItsEditedStep_andItsEditGivesThatState(job):

@@ -15,6 +15,7 @@ import torch
 
 from truetrain.demo.run import LM_MODEL
 from truetrain.trace import APP, KINDS, build_trace, derive, first_divergence, kinds_lm, step_scalars, updated_state
+from truetrain.trace.program import BATCH, Ref
 from truetrain.numerics.tensor_merkle import TensorTree, canonical_bits
 from truetrain.training import build_manifest, task_start
 from truetrain.training.checkpoint import checkpoint_commitment
@@ -74,12 +75,12 @@ def test_program_lm_kindsAndStepAttributes(small):
                      "clip_max", "clip_sum", "clip_factor", "adam_powers", "adam", "increment"}
     assert set(KINDS) - kinds == {"relu", "apply_mask", "sgd", "weight_grad", "fedavg", "diloco", "pool", "unpool"}
     assert len(p0) == len(p2) == 152 and len(p0.updates) == len(p0.state)  # every state tensor is updated
-    assert p0.batch == ("inputs", "targets", "positions", "dropout_key")
-    # the learning rate (warm-up) and the dropout key differ: one root per step, one template per job
+    assert p0.batch == ("inputs", "targets", "positions", "dropout_key", "lr")
+    # the learning rate (warm-up) and the dropout key differ from step to step, and both are
+    # batch tensors: one program, one root for every step of the job (the root it binds)
     assert dict(p0.scalars)["lr_step"] == 0 and dict(p2.scalars)["lr_step"] == 2
-    assert p0.root() != p2.root() and p0.template_root() == p2.template_root()
-    differ = [a.kind for a, b in zip(p0.entries, p2.entries) if a != b]
-    assert sorted(set(differ)) == ["adam"]  # the dropout key is a batch tensor
+    assert p0.entries == p2.entries and p0.root() == p2.root() == p0.template_root()
+    assert all(a.attrs["lr"] == 0.0 and a.inputs[-1] == Ref(BATCH, 4) for a in p0.entries if a.kind == "adam")
     tied = p0.entries[_entry(p0, "tok_emb gradient")]
     assert [p0.entries[r.index].kind for r in tied.inputs] == ["weight_grad_transposed", "scatter"]
 

@@ -9,8 +9,9 @@ cheater from a bug. ``TRUETRAIN_FAULT`` holds one or more comma-separated faults
   honestly but perturbs the model at checkpoint step ``<step>``; ``lazy`` returns its start
   checkpoint as every checkpoint; ``wrong-start`` trains from a wrong checkpoint 0;
   ``withhold`` publishes nothing it commits to (its CIDs resolve nowhere);
-  ``flip-element:<step>`` flips one element of one operator's output in task step ``<step>``
-  and plays its dispute game consistently with it (``truetrain.market.faulty_step``);
+  ``flip-element:<step>[@<kind>]`` flips one element of one operator's output in task step
+  ``<step>`` (the program's first entry, or its first of that kind: ``@adam`` corrupts only
+  the update) and plays its dispute game consistently with it (``truetrain.market.faulty_step``);
 * ``corrupt-sent:<step>`` — a pipeline stage that adds noise to the activations and
   gradients it sends its neighbours from step ``<step>`` on, while its own parameters stay
   honest (logs ``fault: corrupting what the stage sends``);
@@ -29,6 +30,7 @@ import os
 import threading
 
 from truetrain.errors import ConfigError
+from truetrain.trace.kind_names import KINDS as KIND_NAMES
 
 log = logging.getLogger("truetrain.fault")
 ENV = "TRUETRAIN_FAULT"
@@ -59,6 +61,10 @@ class Faults:
             raise ConfigError(f"{ENV}: at most one of {', '.join(CHEATS)} at a time, got {', '.join(cheats)}")
         for kind in ("perturb-step", "flip-element"):
             step = self._faults.get(kind)
+            if kind == "flip-element" and step is not None:
+                step, _, entry = step.partition("@")
+                if "@" in self._faults[kind] and entry not in KIND_NAMES:
+                    raise ConfigError(f"{ENV}: flip-element names no kind {entry!r} after its '@'")
             if step is not None and not step.isdigit():
                 raise ConfigError(f"{ENV}: {kind} takes a step number, got {step!r}")
         corrupt = self._faults.get("corrupt-sent")
@@ -93,7 +99,7 @@ class Faults:
         from truetrain.market.faulty_step import FlipCheat
 
         if "flip-element" in self._faults:
-            return FlipCheat(int(self._faults["flip-element"]))
+            return FlipCheat.parse(self._faults["flip-element"])
         if "false-challenge" in self._faults:
             return FlipCheat(manifest.steps_per_task // 2)
         return None

@@ -77,7 +77,7 @@ def faulty_result(reader, task_id: int, cheat: str, arg: str | None = None, *, d
     if cheat == "flip-element":
         from .faulty_step import FlipCheat
 
-        return _result(index, round_index, FlipCheat(int(arg)).train(manifest, shard, start, steps, device)[::interval],
+        return _result(index, round_index, FlipCheat.parse(arg).train(manifest, shard, start, steps, device)[::interval],
                        manifest)
     if cheat == "wrong-start":
         checkpoints, _ = train(manifest, shard, nudged(start), steps, every=interval, device=device)

@@ -1,5 +1,6 @@
-"""The named cheat that plays its dispute to the end (``flip-element:<step>``, see
+"""The named cheat that plays its dispute to the end (``flip-element:<step>[@<kind>]``, see
 ``truetrain.daemon.faults``): in task step ``<step>`` one element of one operator's output
+(the program's first entry, or its first of that kind: ``@adam`` corrupts the update alone)
 is wrong (the top bit of its significand flipped), and everything after it follows from that
 wrong value honestly. So every claim the cheater makes is one its own trace backs, at every
 level of the game, down to the one element the chain recomputes, and only that recomputation
@@ -39,10 +40,18 @@ def flip(entry: int, element: int):
 
 @dataclass
 class FlipCheat:
-    """Flip one element of entry ``entry``'s output in the step from task step ``at``."""
+    """Flip one element of an entry's output in the step from task step ``at``: entry
+    ``entry``, or the first of kind ``kind`` when one is named (``adam``: the update alone)."""
 
     at: int
     entry: int = 0
+    kind: str | None = None
+
+    @classmethod
+    def parse(cls, arg: str) -> "FlipCheat":
+        """``<step>`` or ``<step>@<kind>`` (``flip-element``'s argument)."""
+        step, _, kind = arg.partition("@")
+        return cls(int(step), kind=kind or None)
 
     def __post_init__(self):
         self._edits: dict[bytes, tuple] = {}
@@ -55,10 +64,12 @@ class FlipCheat:
         key = ckpt.hash()
         if key not in self._edits:
             program = derive(manifest, **step_scalars(manifest, ckpt))
+            entry = self.entry if self.kind is None else next(
+                t for t, a in enumerate(program.entries) if a.kind == self.kind)
             honest = build_trace(manifest, shard, ckpt).next_state_root
-            numel = math.prod(program.entries[self.entry].shape)
+            numel = math.prod(program.entries[entry].shape)
             for k in range(min(numel, TRIES)):
-                edit = flip(self.entry, k)
+                edit = flip(entry, k)
                 bad = build_trace(manifest, shard, ckpt, keep=True, edit=edit)
                 if bad.next_state_root != honest:
                     break

@@ -7,9 +7,9 @@ Everything here is derived from the manifest and the shards' bytes, which the ma
 hashes fix, so anyone can recompute a job's binding and compare it with the chain's
 (:func:`check_binding`): a worker does before it takes a task of the job.
 
-A job is bound only where one program root holds for every step (the job binds one root,
-and a step-dependent learning rate would need a rate table beside it, not built yet:
-docs/onestep.md, "The step's attributes"); :func:`unbound_reason` says why one is not.
+One program holds for every step of a job (Adam's rate, the one value that changes, is a
+batch tensor, committed by the data root with the step's batch); :func:`unbound_reason`
+says why a job cannot bind (its kind of model or numerics).
 """
 
 from __future__ import annotations
@@ -60,10 +60,6 @@ def unbound_reason(manifest) -> str | None:
         return "a pipelined job's stages have no program yet"
     if manifest.model.kind not in ("mlp", "lm"):
         return f"no program is derived for a {manifest.model.kind!r} model yet"
-    opt = manifest.optimizer
-    total = manifest.rounds * manifest.steps_per_task
-    if hasattr(opt, "lr_at") and len({opt.lr_at(s) for s in range(total)}) > 1:
-        return "its learning rate changes between steps (a rate table is not bound yet)"
     return None
 
 
@@ -73,7 +69,10 @@ def task_batch_roots(manifest: Manifest, program: Program, shard, round_index: i
     key, shard = task_rng_key(manifest, round_index, shard_index), as_shard(shard, manifest)
     roots = []
     for step in range(manifest.steps_per_task):
-        batch = step_batch(manifest, shard, Checkpoint(step, key, {}), program, torch.device("cpu"))
+        # the schedule position (AdamW's rate is a batch tensor): the round's first inner step on
+        lr_step = torch.tensor(round_index * manifest.steps_per_task + step, dtype=torch.int64)
+        batch = step_batch(manifest, shard, Checkpoint(step, key, {"optim.lr_step": lr_step}), program,
+                           torch.device("cpu"))
         roots.append(merkle_root([tensor_root(b) for b in batch]))
     return roots
 

@@ -153,7 +153,7 @@ def step_batch(manifest, shard, ckpt: Checkpoint, program: Program, dev: torch.d
     ones are, one word each) and the program's derived ones."""
     feed = BatchFeed(manifest, as_shard(shard, manifest), dev)
     shard_batch = [b if b.is_floating_point() else b.to(torch.int32) for b in feed.batch(ckpt.rng_key, ckpt.step)]
-    return shard_batch + derived_batch(program, ckpt, dev)
+    return shard_batch + derived_batch(program, ckpt, dev, manifest)
 
 
 def batch_root(manifest, shard, ckpt: Checkpoint | bytes) -> bytes:

@@ -7,7 +7,10 @@ every entry they derive is one a kind contract verifies. Attributes encode as th
 encodes them: a float as its float32 bits (``_f64``: float64), a list as its length then
 its items (a dropout site as its UTF-8 bytes, one a word).
 
-Inputs: ``?`` an optional last input, ``*`` one or more."""
+Inputs: ``?`` an optional input (the last one, or adam's clip factor before its rate), ``*``
+one or more. Adam's rate is an input, a 0-dim batch tensor (the step's rate, ``lr`` in
+``derived_batch``), and its ``lr`` attribute is 0: so one program holds for every step of a
+job and its root is the one the job binds."""
 
 from __future__ import annotations
 
@@ -95,7 +98,7 @@ KINDS: dict[str, KindSpec] = {
     GELU_BACKWARD: KindSpec("StepKindsNorm", ("x", "g"), (), ("dx",)),
     LAYERNORM: KindSpec("StepKindsNorm", ("x", "weight", "bias"), ("eps_f64",), ("y",)),
     LAYERNORM_BACKWARD: KindSpec("StepKindsNorm", ("x", "g", "weight"), ("eps_f64",), ("dx", "g_xhat")),
-    ADAM: KindSpec("StepKindsOptim", ("p", "g", "m", "v", "beta1_power", "beta2_power", "clip_factor?"),
+    ADAM: KindSpec("StepKindsOptim", ("p", "g", "m", "v", "beta1_power", "beta2_power", "clip_factor?", "lr"),
                    ("lr", "weight_decay", "beta1", "beta2", "eps", "decoupled", "clipped"), ("p", "m", "v")),
     ADAM_POWERS: KindSpec("StepKindsOptim", ("beta1_power", "beta2_power"), ("beta1", "beta2"),
                           ("beta1_power", "beta2_power")),

@@ -176,9 +176,9 @@ def _adam_powers(ins, at, ctx: Context):
 
 
 def _adam(ins, at, ctx: Context):
-    """``repro_update`` on one parameter: the attributes' learning rate at schedule step 0
-    of a flat schedule is the step's rate itself."""
-    spec = OptimizerSpec("adamw" if at["decoupled"] else "adam", lr=at["lr"], weight_decay=at["weight_decay"],
+    """``repro_update`` on one parameter: the step's rate (the last input, a 0-dim batch
+    tensor) at schedule step 0 of a flat schedule is that rate itself."""
+    spec = OptimizerSpec("adamw" if at["decoupled"] else "adam", lr=float(ins[-1]), weight_decay=at["weight_decay"],
                          betas=(at["beta1"], at["beta2"]), eps=at["eps"], min_lr_ratio=1.0,
                          clip_norm=1.0 if at["clipped"] else 0.0)
     params = {"p": ins[0].clone()}

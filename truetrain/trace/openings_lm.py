@@ -73,7 +73,9 @@ def lm_call(app, ins: list[_Tensor], trace, element: int, want: int) -> OneStepC
         return OneStepCall("OneStepExactSumHarness", "scatterElement",
                            ([gt.desc, ids.desc], at["rows"], i, j, [gt.row(j), ids.open(0, ids.cols)]), want)
     if kind in ("adam", "adam_powers"):
-        s = (_f32(at["lr"]) if kind == "adam" else 0, _f32(at.get("weight_decay", 0.0)), _f32(at["beta1"]),
+        if kind == "adam":  # the harness takes the rate (the last input) as its attribute
+            lr, ins, descs = float(ins[-1].t), ins[:-1], descs[:-1]
+        s = (_f32(lr) if kind == "adam" else 0, _f32(at.get("weight_decay", 0.0)), _f32(at["beta1"]),
              _f32(at["beta2"]), _f32(at.get("eps", 0.0)), bool(at.get("decoupled", 0)), bool(at.get("clipped", 0)))
         if kind == "adam_powers":
             return OneStepCall("OneStepOptimHarness", "adamPowersElement", (s, descs, [x.open(0) for x in ins]),

@@ -55,8 +55,10 @@ APP, STATE, BATCH = 0, 1, 2
 #: contract: the one table (:mod:`.kind_names`), which every entry follows
 KINDS = kind_names.KINDS
 #: attributes whose values depend on the step (docs/onestep.md, "The program and the trace
-#: builder"): written as 0 in the job's template
-STEP_ATTRIBUTES = {("adam", "lr")}
+#: builder"): written as 0 in the job's template. None: Adam's rate, the one value that
+#: changes from step to step, is the batch tensor ``lr`` (:func:`derived_batch`), so a job's
+#: steps share one program and the template is the program itself.
+STEP_ATTRIBUTES: frozenset[tuple[str, str]] = frozenset()
 #: the cross-entropy's widest block of columns (a row of 256 exps is over the gas limit)
 XENT_BLOCK = 128
 #: the clip factor's ranges of gradient values (one range opened by a one-step)
@@ -296,7 +298,18 @@ def step_scalars(manifest, ckpt) -> dict:
     return {"lr_step": int(ckpt.tensors["optim.lr_step"])} if "optim.lr_step" in ckpt.tensors else {}
 
 
-def derived_batch(program: Program, ckpt, device=None) -> list[torch.Tensor]:
+def optimizer_batch(manifest) -> tuple[list[str], list[tuple[int, ...]]]:
+    """The batch tensors the update reads beside the model's: Adam's rate ``lr`` (0-dim)."""
+    return (["lr"], [()]) if manifest.optimizer.kind in ("adam", "adamw") else ([], [])
+
+
+def step_rate(manifest, lr_step: int) -> float:
+    """Adam's rate in the step at global inner step ``lr_step``: AdamW's schedule there, plain
+    Adam's constant rate (float32 values, as the engine's update uses them)."""
+    return manifest.optimizer.lr_at(lr_step)
+
+
+def derived_batch(program: Program, ckpt, device=None, manifest=None) -> list[torch.Tensor]:
     """The batch tensors the program derives beside the shard's inputs and targets (after
     them, in ``program.batch``'s order): ``positions`` (each token's position in its
     sequence, int32 words, the position embedding's scatter reads it) and ``dropout_key``
@@ -313,6 +326,9 @@ def derived_batch(program: Program, ckpt, device=None) -> list[torch.Tensor]:
         elif name == "dropout_key":
             words = np.frombuffer(subkey(ckpt.rng_key, DROPOUT_DOMAIN, ckpt.step), ">i4").astype(np.int32)
             out.append(torch.from_numpy(words.copy()).to(device))
+        elif name == "lr" and manifest is not None:
+            lr_step = int(ckpt.tensors["optim.lr_step"]) if "optim.lr_step" in ckpt.tensors else 0
+            out.append(torch.tensor(step_rate(manifest, lr_step), dtype=torch.float32, device=device))
         else:
             raise TraceError(f"no derived batch tensor {name!r}")
     return out
@@ -321,7 +337,8 @@ def derived_batch(program: Program, ckpt, device=None) -> list[torch.Tensor]:
 def _mlp(manifest: Manifest) -> Program:
     """Linear layers with ReLU between them, the mean cross-entropy, SGD."""
     widths, limbs, rows = manifest.model.fc_widths, manifest.limbs, manifest.batch_size
-    b = Builder(*state_names(manifest), ["inputs", "targets"], [(rows, widths[0]), (rows,)])
+    names, shapes = optimizer_batch(manifest)
+    b = Builder(*state_names(manifest), ["inputs", "targets", *names], [(rows, widths[0]), (rows,), *shapes])
     x, labels = Ref(BATCH, 0), Ref(BATCH, 1)
     acts, masks = [x], []
     for j in range(len(widths) - 1):

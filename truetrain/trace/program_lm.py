@@ -16,7 +16,7 @@ from ..training.lm import LN_EPS
 from ..training.ops.attention import _scale
 from ..training.manifest import Manifest
 from ..training.models import param_shapes
-from .program import BATCH, Builder, Program, Ref, state_names
+from .program import BATCH, Builder, Program, Ref, optimizer_batch, state_names
 from .program_optim import update
 
 
@@ -31,6 +31,8 @@ class _LM:
         names, shapes = ["inputs", "targets", "positions"], [(self.B, self.T)] * 3
         if spec.dropout:
             names, shapes = names + ["dropout_key"], shapes + [(8,)]
+        rate, rate_shape = optimizer_batch(manifest)
+        names, shapes = names + rate, shapes + rate_shape
         self.b = Builder(*state_names(manifest), names, shapes)
         self.grads: dict[str, Ref] = {}
 

@@ -1,6 +1,7 @@
 """The update's applications of a step's program: SGD, or Adam / AdamW with AdamW's clip
 factor (the global norm's block maxima and block sums, the factor) and its schedule
-position (``lr_step``; the learning rate at it is an attribute of the step's program)."""
+position (``lr_step``). The learning rate at it is the batch tensor ``lr`` (the step's
+rate, as the dropout key is the step's key), so the program is the same at every step."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from ..errors import TraceError
 from ..training.manifest import Manifest
-from .program import CLIP_WIDTH, Builder, Ref
+from .program import BATCH, CLIP_WIDTH, Builder, Ref
 
 
 def _f32(v: float) -> float:
@@ -32,14 +33,14 @@ def update(b: Builder, manifest: Manifest, grads: dict[str, Ref], params: list[s
     powers = [b.state_ref("optim.beta1_power"), b.state_ref("optim.beta2_power")]
     for ref, out in zip(powers, b.outputs("adam_powers", powers, [(), ()], "beta powers", beta1=b1, beta2=b2)):
         b.updates[ref.index] = out.index
-    lr = spec.lr_at(lr_step) if decoupled else _f32(spec.lr)
     if decoupled:
         b.scalars["lr_step"] = int(lr_step)
+    lr = Ref(BATCH, b.batch.index("lr"))
     for name in params:
         p = b.state_ref("model." + name)
         m, v = b.state_ref("optim.exp_avg." + name), b.state_ref("optim.exp_avg_sq." + name)
-        inputs = [p, grads[name], m, v, *powers] + ([clip] if clip is not None else [])
-        refs = b.outputs("adam", inputs, [b.shape(p)] * 3, f"{name} update", lr=lr,
+        inputs = [p, grads[name], m, v, *powers] + ([clip] if clip is not None else []) + [lr]
+        refs = b.outputs("adam", inputs, [b.shape(p)] * 3, f"{name} update", lr=0.0,
                          weight_decay=_f32(spec.weight_decay), beta1=b1, beta2=b2, eps=_f32(spec.eps),
                          decoupled=int(decoupled), clipped=int(clip is not None))
         for state, out in zip((p, m, v), refs):
