@@ -101,8 +101,9 @@ contract StepGame {
         address[2] party;
         address receiver;
         Stage stage;
-        uint8 turn;
+        uint8 turn; // the party to move; once Done, the winner
         uint64 turnStart;
+        bool undelivered; // Done, and the receiver refused the verdict: `deliver` retries
         uint64[2] clock;
         bytes32 programRoot;
         bytes32 layoutHash; // the program's state layout's
@@ -189,6 +190,11 @@ contract StepGame {
     event ChunkRevealed(uint256 indexed id, uint256 leaf, bytes chunk);
     /// @notice The game ended.
     event GameResolved(uint256 indexed id, address winner, address loser, Reason reason, uint256 value);
+    /// @notice The receiver refused game `id`'s verdict (it reverted, or ran out of gas): the
+    /// game is over all the same, and anyone may `deliver` the verdict again.
+    event VerdictUndelivered(uint256 indexed id);
+    /// @notice Game `id`'s verdict reached its receiver on a later `deliver`.
+    event VerdictDelivered(uint256 indexed id);
 
     /// @notice The constructor's kinds and verifiers do not pair up, or one is zero.
     error StepKindsInvalid();
@@ -213,6 +219,8 @@ contract StepGame {
     error StepPickOutOfRange(uint256 index, uint256 height);
     /// @notice The layout is not the game's, or the claim's lists do not fit it.
     error StepLayoutInvalid();
+    /// @notice Game `id` has no verdict its receiver refused.
+    error StepNothingToDeliver(uint256 id);
     /// @notice A trace does not give the mover's end state root.
     error StepStateInconsistent(bytes32 expected, bytes32 got);
     /// @notice The entry is not the opened one, or it is malformed.
@@ -434,6 +442,16 @@ contract StepGame {
         _resolve(g, id, 1 - p, Reason.ClockExpired, 0);
     }
 
+    /// @notice Hand game `id`'s verdict to its receiver again (anyone), after it refused it;
+    /// a refusal now reverts this call and the verdict stays undelivered.
+    function deliver(uint256 id) external {
+        Game storage g = _games[id];
+        if (!g.undelivered) revert StepNothingToDeliver(id);
+        g.undelivered = false;
+        emit VerdictDelivered(id);
+        IStepGameReceiver(g.receiver).stepGameResolved(id, g.party[g.turn], g.party[1 - g.turn]);
+    }
+
     // --- views -----------------------------------------------------------------------------
 
     /// @notice Where game `id` stands: its stage, whose move (0 defender, 1 challenger), the
@@ -586,11 +604,18 @@ contract StepGame {
         if ((e.words != 1 && e.words != 2) || e.shape.length > MAX_DIMS) revert StepEntryInvalid();
     }
 
+    /// @dev The game ends here whatever its receiver does with the verdict: a receiver that
+    /// refuses it (a revert, or a mover who sent too little gas for it) leaves the verdict
+    /// undelivered, and `deliver` hands it over again, so no move is ever blocked by settlement.
     function _resolve(Game storage g, uint256 id, uint256 winner, Reason reason, uint256 value) private {
         g.stage = Stage.Done;
-        address w = g.party[winner];
-        address l = g.party[1 - winner];
-        emit GameResolved(id, w, l, reason, value);
-        if (g.receiver != address(0)) IStepGameReceiver(g.receiver).stepGameResolved(id, w, l);
+        g.turn = uint8(winner);
+        emit GameResolved(id, g.party[winner], g.party[1 - winner], reason, value);
+        if (g.receiver == address(0)) return;
+        try IStepGameReceiver(g.receiver).stepGameResolved(id, g.party[winner], g.party[1 - winner]) {}
+        catch {
+            g.undelivered = true;
+            emit VerdictUndelivered(id);
+        }
     }
 }

@@ -170,6 +170,8 @@ def _step_stage(session, g, me: str) -> str:
 
     sid = session.contracts.game.functions.linkOf(g.game_id).call()[2]
     stage, turn = session.contracts.stepgame.functions.status(sid).call()[:2]
+    if stage == 9:  # decided: the dispute settles on the verdict
+        return f"step game {sid} decided"
     mine = 0 if g.party(me) == Party.WORKER else 1  # StepGame: the worker defends
     return f"step game {sid}, {STAGES.get(stage, stage)}: {'your' if turn == mine else 'their'} move"
 

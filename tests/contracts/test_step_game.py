@@ -10,7 +10,7 @@ from __future__ import annotations
 import brownie
 import numpy as np
 import pytest
-from brownie import chain
+from brownie import chain, history
 
 from tests.contracts.step_game_play import CLOCK, FAULTY_STEP, STEPS, Setting, deploy_step_game, drive, kind_id
 from truetrain.hashing import keccak256
@@ -103,6 +103,28 @@ def test_timeout_stalledPartyLoses(game, setting, probe, alice, bob, carol, stag
     assert probe.winnerOf(gid) == accounts[1 - turn] and probe.loserOf(gid) == accounts[turn]
     with brownie.reverts(f"StepStageInvalid: {gid}, 9"):
         game.timeout(gid, {"from": carol})
+
+
+def test_refusedVerdict_endsTheGameAnyway_andIsDeliveredLater(game, setting, probe, alice, bob, carol):
+    """A receiver that refuses the verdict cannot keep the game from ending: the deciding move
+    goes through (the one-step here), the verdict waits, and anyone delivers it once the
+    receiver takes it; there is then nothing left to deliver."""
+    parties, accounts = (setting.honest(), setting.faulty(0, 5)), (alice, bob)
+    gid = _open(game, setting, parties, accounts, probe)
+    probe.setRefusing(True, {"from": carol})
+    drive(game, gid, parties, accounts)
+    ended = history[-1]
+    assert ended.fn_name == "oneStep" and ended.status == 1
+    assert ended.events["GameResolved"]["winner"] == alice and "VerdictUndelivered" in ended.events
+    assert game.status(gid)[0] == 9 and probe.winnerOf(gid) == "0x" + "00" * 20
+    with brownie.reverts(f"ProbeRefused: {gid}"):
+        game.deliver(gid, {"from": carol})
+    probe.setRefusing(False, {"from": carol})
+    tx = game.deliver(gid, {"from": carol})
+    assert "VerdictDelivered" in tx.events
+    assert (probe.winnerOf(gid), probe.loserOf(gid)) == (alice, bob)
+    with brownie.reverts(f"StepNothingToDeliver: {gid}"):
+        game.deliver(gid, {"from": carol})
 
 
 def test_lateMove_revertsClockExpired(game, setting, probe, alice, bob):

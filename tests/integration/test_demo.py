@@ -36,6 +36,8 @@ def test_demo_trains_pays_everyone_conserves_tokens_and_leaves_the_explorer_unti
                                    text).group(1))
         assert accuracy >= 93.0
         assert "escrowed by the submitter                            144.00 TRAIN" in text
+        # the job bound its program (the MLP's 28 operators a step) before any draw
+        assert re.search(r"its program bound on chain \(28 operators a step, data root 0x[0-9a-f]{12}…\)", text)
         assert "(conserved); escrow left 0.00" in text
         assert re.search(r"worker-2 exit 0, worker-3 exit 0, worker-4 exit 0, verifier-5 exit 0", text)
         assert (tmp_path / "out" / "model.ckpt").stat().st_size > 0

@@ -39,9 +39,12 @@ from truetrain.market.views import JobView
 from truetrain.training import aggregate, build_manifest, run_task
 
 # Audits are refused for split jobs (a stage's inputs are its neighbours' results); the
-# verifier samples every result instead. Windows only a failing party waits out are wide.
+# verifier samples every result instead. Windows only a failing party waits out are wide: a
+# stage that waits on its neighbours under a full suite's load once took 36 s to train its 4
+# steps and missed a 90-block compute window (blocks come faster than every 0.5 s while
+# transactions flow), so the corrupting stage never committed anything to be caught on.
 TERMS = JobTerms(reward_per_task=10 * TOKEN, audit_fee=2 * TOKEN, worker_collateral=20 * TOKEN,
-                 accept_window=60, compute_window=90, reveal_window=120, challenge_window=90, audit_rate_bps=0)
+                 accept_window=60, compute_window=150, reveal_window=120, challenge_window=150, audit_rate_bps=0)
 HONEST, SPARE, CHEATER, SILENT = (2, 3), 4, 8, 9
 CHALLENGER, REFEREE = 5, 6
 STAGES = 3

@@ -46,6 +46,8 @@ class Stepping:
         self._checkpoints: dict[int, list[Checkpoint]] = {}
         self._leaves: dict[int, list[bytes]] = {}
         self._unbacked: set[int] = set()
+        self._shards: dict[tuple[int, int], bytes] = {}
+        self._first: dict[int, int] = {}
 
     def step(self, game: GameView, bundle: Callable[[], Trace]) -> None:
         """Move dispute ``game``'s StepGame on (at most one transaction); ``bundle()`` gives
@@ -53,7 +55,9 @@ class Stepping:
         agreed, ends, step_game = self.contracts.game.functions.linkOf(game.game_id).call()
         job_id, _, index = decode_task_id(game.task_id)
         manifest = self.reader.manifest(job_id)
-        shard = self.reader.shard(job_id, index)
+        if (job_id, index) not in self._shards:  # fetched once a game, not once a tick
+            self._shards[(job_id, index)] = self.reader.shard(job_id, index)
+        shard = self._shards[(job_id, index)]
 
         cheat = self.cheat_for(game.task_id, manifest) if self.cheat_for is not None else None
 
@@ -66,15 +70,14 @@ class Stepping:
                            checkpoints):
             return
         edit = None if cheat is None else (lambda i: cheat.edit_for(manifest, shard, checkpoints(i)))
-        opened = self.contracts.game.events.StepGameOpened().get_logs(
-            from_block=game.last_move_block, argument_filters={"gameId": game.game_id})
-        if not opened:
-            raise DisputeError(f"game {game.game_id} is Stepping but no StepGameOpened from block {game.last_move_block}")
         player = StepPlayer(self.contracts.stepgame, self.w3, self.address, self.send, self.dir, manifest, shard,
                             checkpoints, from_block=game.last_move_block, edit=edit,
-                            data=lambda: self._data(job_id, manifest), first_batch=opened[0]["args"]["firstBatch"])
+                            data=lambda: self._data(job_id, manifest), first_batch=self._first_batch(game))
         if player.step(step_game) is not None:
             self._checkpoints.pop(game.game_id, None)
+            # The StepGame is over while the dispute still waits in Stepping: its receiver refused
+            # the verdict (StepGame.VerdictUndelivered). Hand it over again.
+            self.send("deliver", self.contracts.stepgame.functions.deliver(step_game))
 
     def _backs(self, game: GameView, agreed: bytes, end: bytes, checkpoints: Callable[[int], Checkpoint]) -> bool:
         """Whether our own training of the interval gives the hashes level 0 ended on (the
@@ -91,6 +94,17 @@ class Stepping:
         log.warning("our training of the disputed interval does not give the hashes we claimed: no move can be "
                     "accepted, the game ends on our clock", extra={"game": game.game_id})
         return False
+
+    def _first_batch(self, game: GameView) -> int:
+        """The data leaf of the interval's first step (DisputeGame's StepGameOpened)."""
+        if game.game_id not in self._first:
+            opened = self.contracts.game.events.StepGameOpened().get_logs(
+                from_block=game.last_move_block, argument_filters={"gameId": game.game_id})
+            if not opened:
+                raise DisputeError(f"game {game.game_id} is Stepping but no StepGameOpened from block "
+                                   f"{game.last_move_block}")
+            self._first[game.game_id] = opened[0]["args"]["firstBatch"]
+        return self._first[game.game_id]
 
     def _data(self, job_id: int, manifest) -> list[bytes]:
         """Job ``job_id``'s data leaves, from its shards (the one-step proves a batch under

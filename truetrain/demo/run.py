@@ -141,6 +141,10 @@ def run_demo(port: int = 8545, ipfs_port: int = 5001, out: Path | None = None, d
             print(f"      job {job_id} submitted by {submitter.address}: manifest {cid}, escrow "
                   f"{format_tokens(escrow)} TRAIN = {SHARDS * stages + 1} tasks × {ROUNDS} rounds × "
                   f"({format_tokens(terms.reward_per_task)} reward + {format_tokens(terms.audit_fee)} audit fee)")
+            program = contracts.game.functions.programOf(job_id).call()
+            if int.from_bytes(program[0], "big"):
+                print(f"      its program bound on chain ({program[1]} operators a step, data root "
+                      f"0x{bytes(program[4]).hex()[:12]}…): a dispute ends on the chain's own recomputation")
 
             print("[4/6] live, from the chain's events:")
             progress = Progress(contracts, job_id, names, started)
