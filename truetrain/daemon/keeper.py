@@ -31,11 +31,18 @@ NOTHING_TO_DRAW = {"JobNothingToDraw", "JobNoEligibleWorker", "JobOffersNotReady
 TIMEOUTABLE = {TaskStatus.OFFERED, TaskStatus.RUNNING, TaskStatus.COMMITTED, TaskStatus.REVEALED}
 DRAWS_PER_TICK = 8
 MAX_BATCH = 32
+#: Blocks a keeper leaves a new job undrawn while it has not bound its program: its submitter
+#: sends the binding as soon as the creation is mined, and a draw that came first would leave
+#: the job's disputes to a committee (DisputeGame.bindProgram is refused once task 0 is drawn).
+#: A job that binds nothing (stock, split, CNN) is drawn when the grace is over.
+BIND_GRACE_BLOCKS = 8
 
 
 class Keeper:
     def __init__(self, daemon):
         self.daemon = daemon
+        #: new jobs still in their binding grace: job id -> the block they were created in
+        self._created: dict[int, int] = {}
 
     @property
     def book(self):
@@ -45,6 +52,7 @@ class Keeper:
         args = event.args
         if event.event == "JobCreated":
             self.book.set_job(args["jobId"], True)
+            self._created[args["jobId"]] = event.block_number
         elif event.event in JOB_ENDED:
             self.book.set_job(args["jobId"], False)
         elif event.event in DEADLINE_ARGS:
@@ -93,6 +101,17 @@ class Keeper:
             log.info("%s of task %s refused: %s", name, task_id, exc.error)
             self.book.set_due(task_id, KIND, self.daemon.block + 1)
 
+    def _binding(self, job_id: int) -> bool:
+        """Whether job ``job_id`` is new and its program may still be bound: wait for it."""
+        created = self._created.get(job_id)
+        if created is None:
+            return False
+        if self.daemon.block < created + BIND_GRACE_BLOCKS and \
+                not any(bytes(self.daemon.game.functions.programOf(job_id).call()[0])):
+            return True
+        del self._created[job_id]
+        return False
+
     def draw(self, job_id: int) -> None:
         """Offer up to ``DRAWS_PER_TICK`` of the job's next tasks in one transaction.
 
@@ -102,6 +121,8 @@ class Keeper:
         the ticket's block is not yet mined. ``drawTasks`` stops at the first task it cannot
         draw and keeps what it drew, and reverts (nothing to do for this job now) only when
         it drew none."""
+        if self._binding(job_id):
+            return
         market = self.daemon.market
         ticket = market.functions.offerTicketOf(job_id).call()
         if ticket != 0 and self.daemon.block <= ticket:
