@@ -108,7 +108,9 @@ def test_watch_pin_nodeOfAnotherChainThanTheDeployment_refuses(own_devnet, accou
 def test_watch_pinWithRetries_survivesDroppedRequests_andWithoutThemFailsInOneLine(own_devnet, accounts):
     """A daemon starting behind a lossy link: the pin asks again for what was dropped (the
     named faulty proxy drops every third request: a pin makes two); without retries the first
-    drop stands as RpcUnavailable."""
+    drop stands as RpcUnavailable (a proxy that drops every request: under a loaded suite a
+    slow answer can time out and be asked again, which shifts which request the first proxy
+    drops, so the counts there are a floor)."""
     from truetrain.chain.flaky_rpc import FlakyRpcProxy
 
     node = own_devnet()
@@ -116,7 +118,8 @@ def test_watch_pinWithRetries_survivesDroppedRequests_andWithoutThemFailsInOneLi
     with FlakyRpcProxy(node.url, every=3) as proxy:
         for _ in range(2):  # requests 1-2, then 3 (dropped), 4-5
             assert ChainWatch(proxy.url, deployment).pin(retries=4) == ChainMark(31337, genesis_of(node))
-        assert proxy.dropped == 1
-        with pytest.raises(RpcUnavailable, match="unavailable"):  # request 6 is dropped
+        assert proxy.dropped >= 1
+    with FlakyRpcProxy(node.url, every=1) as proxy:
+        with pytest.raises(RpcUnavailable, match="unavailable"):  # its first request is dropped
             ChainWatch(proxy.url, deployment).pin()
-        assert proxy.dropped == 2
+        assert proxy.dropped == 1
