@@ -24,7 +24,7 @@ def test_demo_trains_pays_everyone_conserves_tokens_and_leaves_the_explorer_unti
     try:
         out = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo.py"), "--port", str(port),
                               "--ipfs-port", str(ipfs_port), "--explorer-port", str(explorer_port),
-                              "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=450, env=env)
+                              "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=650, env=env)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         text = out.stdout
         assert len(re.findall(r"finalized: 10\.00 TRAIN to worker-\d", text)) == 12  # (3 shards + 1) x 3 rounds
