@@ -7,8 +7,8 @@ agreed one, fetched from the bundle it published and checked against its hash) t
 step by step, which repro mode makes the same bits anywhere. They are trained only when
 the player needs something not on disk yet, and kept in memory for the game's life.
 
-A party whose published checkpoints are not what its own training gives (a cheater) finds
-its moves refused by the contract and loses on its clock, as it would by never moving.
+A party whose published checkpoints are not what its own training gives (a cheater) could
+make no move the contract accepts: it says so once, sends nothing and loses on its clock.
 """
 
 from __future__ import annotations
